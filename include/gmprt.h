@@ -1,0 +1,126 @@
+/*
+ * gmprt.h - Go's goroutine runtime as an embeddable C library.
+ *
+ * The contract of every name here is the project's API document; this header
+ * documents each call in place. Conventions:
+ *   - Calls that can fail return 0 (or a count) or a negative GMP_E* code;
+ *     a failed call changes nothing. errno is never the error channel.
+ *   - Durations are int64_t nanoseconds.
+ *   - Every blocking call works in a goroutine (parks it) and on a plain OS
+ *     thread (blocks the thread).
+ */
+#ifndef GMPRT_H
+#define GMPRT_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(GMP_BUILDING_LIBRARY)
+#define GMP_EXTERN __attribute__((visibility("default")))
+#else
+#define GMP_EXTERN
+#endif
+
+/* Error codes: -errno where errno has the meaning; GMP_ECLOSED sits in a
+ * range errno does not use. */
+#define GMP_EINVAL    (-EINVAL)
+#define GMP_ENOMEM    (-ENOMEM)
+#define GMP_EAGAIN    (-EAGAIN)
+#define GMP_ETIMEDOUT (-ETIMEDOUT)
+#define GMP_EPERM     (-EPERM)
+#define GMP_EBUSY     (-EBUSY)
+#define GMP_EBADF     (-EBADF)
+#define GMP_ECLOSED   (-0x4701)
+
+#define GMP_FOREVER   ((int64_t)-1)
+
+/* Names every GMP_E* code (and any other negative errno); never NULL. */
+GMP_EXTERN const char *gmp_strerror(int err);
+
+/* ---- Lifecycle ---------------------------------------------------------- */
+
+typedef struct gmp_config {
+    int    procs;        /* Ps, 1..256; 0: $GMP_MAXPROCS, else online CPUs   */
+    size_t stack_size;   /* goroutine stack incl. guard; 0: 256 KiB.
+                            Otherwise 16 KiB..1 GiB, rounded up to pages.    */
+    int    max_threads;  /* Ms; 0: 10000                                      */
+    /* Room for fields later versions add: all-zero means "defaults", so a
+     * program built against this header keeps working with a newer library. */
+    void  *reserved_[13];
+} gmp_config_t;
+
+/* Starts the runtime, runs fn(arg) as the main goroutine on a runtime
+ * thread, and returns 0 once fn returns. Goroutines still alive then are
+ * abandoned, as when Go's main returns: idle threads stop and are joined
+ * before gmp_main returns; a thread still running a goroutine stops at that
+ * goroutine's next scheduling point, and the last one out frees the runtime.
+ * A later gmp_init/gmp_main first waits for such stragglers.
+ * Context: a thread that is not a goroutine. Returns 0, GMP_EINVAL (fn
+ * NULL, bad cfg), GMP_EBUSY (a runtime is running, or called from a
+ * goroutine), GMP_ENOMEM, GMP_EAGAIN (no thread could be started). cfg may
+ * be NULL. */
+GMP_EXTERN int gmp_main(void (*fn)(void *), void *arg,
+                        const gmp_config_t *cfg);
+
+/* Starts the runtime in the background; the caller stays an ordinary
+ * thread and may spawn goroutines with gmp_go. Returns 0, GMP_EINVAL (bad
+ * cfg), GMP_EBUSY (already running), GMP_EPERM (called from a goroutine),
+ * GMP_ENOMEM. */
+GMP_EXTERN int gmp_init(const gmp_config_t *cfg);
+
+/* Waits until every goroutine has finished, then stops every runtime
+ * thread, joins it and frees everything. Returns 0, GMP_EPERM (called from
+ * a goroutine, or no runtime started by gmp_init is running). */
+GMP_EXTERN int gmp_shutdown(void);
+
+/* ---- Goroutines --------------------------------------------------------- */
+
+/* Starts fn(arg) as a new goroutine. From a goroutine the new G goes to the
+ * caller's P's runnext (it runs next, in Go's order); from any other thread
+ * it goes to the global run queue and an idle P is woken. The stack is
+ * bound when the goroutine first runs. Returns 0, GMP_EINVAL (fn NULL),
+ * GMP_EPERM (runtime not running), GMP_ENOMEM. */
+GMP_EXTERN int gmp_go(void (*fn)(void *), void *arg);
+
+/* Go's runtime.Gosched: the caller goes to the global run queue and others
+ * run. Outside a goroutine it yields the thread (sched_yield). */
+GMP_EXTERN void gmp_yield(void);
+
+/* The current goroutine's id (1, 2, ...); 0 outside a goroutine. */
+GMP_EXTERN uint64_t gmp_id(void);
+
+/* Number of Ps of the running runtime; 0 when none is running. */
+GMP_EXTERN int gmp_procs(void);
+
+/* Goroutines started and not yet finished; 0 when no runtime is running. */
+GMP_EXTERN int64_t gmp_num_goroutines(void);
+
+/* Monotonic clock in nanoseconds. */
+GMP_EXTERN int64_t gmp_nanotime(void);
+
+/* ---- Synchronisation ---------------------------------------------------- */
+
+/* Go's sync.WaitGroup. All-zero storage (GMP_WG_INIT) is an empty group.
+ * gmp_wg_wait blocks a goroutine by parking it, a plain thread by sleeping
+ * it. A negative counter is a fatal error, as in Go, and so is reusing a
+ * group (Add from zero) while a previous Wait has not returned. The
+ * counter is 32-bit, as Go's. NULL is ignored. */
+typedef struct gmp_wg {
+    uint64_t opaque_[4];
+} gmp_wg_t;
+#define GMP_WG_INIT {{0, 0, 0, 0}}
+
+GMP_EXTERN void gmp_wg_add(gmp_wg_t *wg, int64_t delta);
+GMP_EXTERN void gmp_wg_done(gmp_wg_t *wg);
+GMP_EXTERN void gmp_wg_wait(gmp_wg_t *wg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GMPRT_H */

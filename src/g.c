@@ -1,0 +1,250 @@
+/*
+ * g.c - creating and recycling goroutines: gmp_go (Go's newproc), the
+ * free-G caches, goroutine ids and counts, and the small per-G queries.
+ *
+ * A new G gets a descriptor only; its stack is bound when it first runs
+ * (sched.c), so a burst of spawns costs descriptors, not stacks.
+ * Descriptors come from the P's free list, else the global free list (half
+ * a P's list spills there past GFREE_MAX), else the P's slab: a run of
+ * fresh Gs carved from a 2 MiB chunk. They are never freed while the
+ * runtime runs; the chunks go when it stops.
+ * Locks: none on the per-P paths; sched.gflock for the global list and the
+ * slab list.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "runtime.h"
+
+#define GFREE_MAX   64
+#define GSLAB_COUNT 256            /* Gs a P takes from a chunk at once */
+#define GCHUNK_BYTES (2u << 20)   /* one huge page */
+#define GOID_BATCH  16
+
+/* Maps a new chunk of zeroed Gs, 2 MiB-aligned and marked for transparent
+ * huge pages: a burst of a million spawns then takes a few dozen page
+ * faults instead of tens of thousands (a first-touch fault costs
+ * microseconds on a VM). Context: holds gflock. */
+static bool gchunk_new(struct schedt *s)
+{
+    size_t len = GCHUNK_BYTES;
+    char *raw = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return false;
+    char *base = (char *)(((uintptr_t)raw + len - 1) & ~(uintptr_t)(len - 1));
+    if (base > raw)
+        munmap(raw, (size_t)(base - raw));
+    if (base + len < raw + 2 * len)
+        munmap(base + len, (size_t)(raw + 2 * len - (base + len)));
+    madvise(base, len, MADV_HUGEPAGE);      /* a hint; fine if refused */
+    struct gslab *sl = (struct gslab *)base;
+    sl->next = s->gslabs;
+    sl->len = len;
+    s->gslabs = sl;
+    s->gchunk_next = sl->gs;
+    s->gchunk_end = sl->gs + (len - sizeof *sl) / sizeof(struct g);
+    return true;
+}
+
+/* Carves up to n fresh Gs from the current chunk; returns the first and
+ * how many in *got. Context: holds gflock. */
+static struct g *gcarve(struct schedt *s, int n, int *got)
+{
+    if (s->gchunk_next >= s->gchunk_end && !gchunk_new(s))
+        return NULL;
+    long left = s->gchunk_end - s->gchunk_next;
+    *got = n < left ? n : (int)left;
+    struct g *gp = s->gchunk_next;
+    s->gchunk_next += *got;
+    return gp;
+}
+
+/* A descriptor when pp's free list and slab are empty. pp may be NULL (a
+ * foreign thread). Context: any; takes gflock. */
+static struct g *gfget_slow(struct schedt *s, struct p *pp)
+{
+    struct g *gp = NULL;
+    int got;
+    gmp__lock(&s->gflock);
+    if (pp) {
+        /* Refill up to half the local cache from the global list. */
+        while (s->gfree && pp->ngfree < GFREE_MAX / 2) {
+            struct g *x = s->gfree;
+            s->gfree = x->schedlink;
+            s->ngfree--;
+            x->schedlink = pp->gfree;
+            pp->gfree = x;
+            pp->ngfree++;
+        }
+        if ((gp = pp->gfree)) {
+            pp->gfree = gp->schedlink;
+            pp->ngfree--;
+        } else if ((gp = gcarve(s, GSLAB_COUNT, &got))) {
+            pp->gslab = gp + 1;
+            pp->ngslab = got - 1;
+        }
+    } else if ((gp = s->gfree)) {
+        s->gfree = gp->schedlink;
+        s->ngfree--;
+    } else {
+        gp = gcarve(s, 1, &got);
+    }
+    gmp__unlock(&s->gflock);
+    return gp;
+}
+
+/* Puts a dead G on pp's free list, spilling half past GFREE_MAX.
+ * Context: g0, owner of pp. */
+void gmp__gfput(struct schedt *s, struct p *pp, struct g *gp)
+{
+    gp->schedlink = pp->gfree;
+    pp->gfree = gp;
+    if (GMP_LIKELY(++pp->ngfree < GFREE_MAX))
+        return;
+    gmp__lock(&s->gflock);
+    while (pp->ngfree > GFREE_MAX / 2) {
+        struct g *x = pp->gfree;
+        pp->gfree = x->schedlink;
+        pp->ngfree--;
+        x->schedlink = s->gfree;
+        s->gfree = x;
+        s->ngfree++;
+    }
+    gmp__unlock(&s->gflock);
+}
+
+/* Returns a runnable G for fn(arg), or NULL when out of memory. pp is the
+ * caller's P, or NULL from a foreign thread. Context: any. */
+struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
+                    void *arg)
+{
+    struct g *gp;
+    if (pp && GMP_LIKELY(pp->gfree != NULL)) {
+        gp = pp->gfree;
+        pp->gfree = gp->schedlink;
+        pp->ngfree--;
+    } else if (pp && pp->ngslab > 0) {
+        gp = pp->gslab++;
+        pp->ngslab--;
+    } else if (!(gp = gfget_slow(s, pp))) {
+        return NULL;
+    }
+    gp->fn = fn;
+    gp->arg = arg;
+    gp->schedlink = NULL;
+    gp->m = NULL;
+    gp->param = NULL;
+    gp->waitreason = 0;
+    /* Relaxed: informational; the run queue publishes the G. */
+    atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    if (pp) {
+        if (GMP_UNLIKELY(pp->goidcache == pp->goidcacheend)) {
+            /* Relaxed: only uniqueness matters. */
+            pp->goidcache = atomic_fetch_add_explicit(&s->goidgen, GOID_BATCH,
+                                                      memory_order_relaxed) + 1;
+            pp->goidcacheend = pp->goidcache + GOID_BATCH;
+        }
+        gp->goid = pp->goidcache++;
+        /* Relaxed, owner-only counter (see struct p). */
+        atomic_store_explicit(&pp->ncreated,
+                              atomic_load_explicit(&pp->ncreated,
+                                                   memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    } else {
+        /* Relaxed: uniqueness and a count; the global queue's lock
+         * publishes the G itself. */
+        gp->goid = atomic_fetch_add_explicit(&s->goidgen, 1,
+                                             memory_order_relaxed) + 1;
+        atomic_fetch_add_explicit(&s->nforeign, 1, memory_order_relaxed);
+    }
+    return gp;
+}
+
+/* The runtime a call from this thread acts on: its M's, or for a foreign
+ * thread the running one. */
+static struct schedt *cursched(struct m *mp)
+{
+    /* Acquire: pairs with the release store that published the runtime. */
+    return mp ? mp->sched
+              : atomic_load_explicit(&gmp__sched, memory_order_acquire);
+}
+
+int gmp_go(void (*fn)(void *), void *arg)
+{
+    if (!fn)
+        return GMP_EINVAL;
+    struct m *mp = gmp__getm();
+    struct schedt *s = cursched(mp);
+    if (!s || atomic_load_explicit(&s->exiting, memory_order_relaxed))
+        return GMP_EPERM;
+    if (mp && mp->curg) {
+        struct p *pp = mp->p;
+        struct g *gp = gmp__newg(s, pp, fn, arg);
+        if (!gp)
+            return GMP_ENOMEM;
+        gmp__runqput(s, pp, gp, true);
+        /* With one P the caller holds it: no P is idle to wake. */
+        if (s->procs > 1) {
+            gmp__storeload_fence();
+            gmp__wakep(s);
+        }
+        return 0;
+    }
+    struct g *gp = gmp__newg(s, NULL, fn, arg);
+    if (!gp)
+        return GMP_ENOMEM;
+    gmp__lock(&s->lock);
+    gmp__globrunqput(s, gp);
+    gmp__unlock(&s->lock);
+    gmp__storeload_fence();         /* publish, then look for spinners */
+    gmp__wakep(s);
+    return 0;
+}
+
+void gmp_yield(void)
+{
+    struct m *mp = gmp__getm();
+    if (!mp || !mp->curg) {
+        sched_yield();
+        return;
+    }
+    gmp__mcall(mp, mp->curg, SW_YIELD);
+}
+
+uint64_t gmp_id(void)
+{
+    struct m *mp = gmp__getm();
+    return mp && mp->curg ? mp->curg->goid : 0;
+}
+
+int gmp_procs(void)
+{
+    struct schedt *s = cursched(gmp__getm());
+    return s ? s->procs : 0;
+}
+
+int64_t gmp_num_goroutines(void)
+{
+    struct schedt *s = cursched(gmp__getm());
+    if (!s)
+        return 0;
+    /* Relaxed: a snapshot; counters of different Ps move independently,
+     * so a G made on one P and finished on another may be seen finished
+     * first. The sum is clamped rather than shown negative. */
+    int64_t n = atomic_load_explicit(&s->nforeign, memory_order_relaxed);
+    for (int i = 0; i < s->procs; i++) {
+        n += atomic_load_explicit(&s->allp[i].ncreated, memory_order_relaxed);
+        n -= atomic_load_explicit(&s->allp[i].nexited, memory_order_relaxed);
+    }
+    return n < 0 ? 0 : n;
+}
+
+int64_t gmp_nanotime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -1,0 +1,390 @@
+/*
+ * lifecycle.c - starting and stopping a runtime: gmp_init, gmp_main,
+ * gmp_shutdown, the configuration, and the exit protocol that frees it.
+ *
+ * State: one struct schedt per running runtime, published in gmp__sched
+ * for threads that are not Ms. The lifecycle lock (lc_mu) serialises
+ * start and stop; it is the only mutable state outside struct schedt.
+ *
+ * Stopping. gmp_shutdown waits for quiescence (every P idle, no queued G,
+ * no live G), then sets sched.exiting and wakes every parked M; each M
+ * leaves its scheduler loop, marks itself done and is joined.
+ *
+ * gmp_main cannot wait like that: Go's main returning ends the program
+ * even while other goroutines run. Its thread is not an M (so it never
+ * runs a goroutine it would have to wait for); it sleeps until the main G
+ * exits, which sets sched.exiting. Then, for every M, under sched.lock:
+ *   - done: it left its loop; join it.
+ *   - running a G (m->ing, a hint): abandon it. It stops at that G's next
+ *     scheduling point, detaches itself, and the last abandoned M to stop
+ *     frees the runtime ("straggler").
+ *   - otherwise it is in the scheduler on its way out: wait for it.
+ * The decision and the M's own "done or abandoned?" check are both under
+ * sched.lock, so each M is either joined or detached, never both; who
+ * frees is decided under the same lock (nstragglers, stopper_done).
+ * A later gmp_init/gmp_main waits until the stragglers are gone
+ * (lc_draining).
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+#define DEFAULT_STACK   (256 * 1024)
+#define MIN_STACK       (16 * 1024)
+#define MAX_STACK       ((size_t)1 << 30)
+#define DEFAULT_THREADS 10000
+
+_Atomic(struct schedt *) gmp__sched;
+
+static pthread_mutex_t lc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lc_cv = PTHREAD_COND_INITIALIZER;
+static bool lc_draining;            /* stragglers of a gmp_main remain */
+static bool lc_stopping;            /* a gmp_shutdown is under way */
+
+struct settings {
+    int    procs;
+    size_t stack_size;
+    int    max_threads;
+};
+
+static int online_cpus(void)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n <= 0)
+        n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n <= 0)
+        n = 1;
+    return n > GMP_MAXPROCS ? GMP_MAXPROCS : n;
+}
+
+static int parse_config(const gmp_config_t *cfg, struct settings *out)
+{
+    gmp_config_t zero;
+    if (!cfg) {
+        memset(&zero, 0, sizeof zero);
+        cfg = &zero;
+    }
+    if (cfg->procs < 0 || cfg->procs > GMP_MAXPROCS)
+        return GMP_EINVAL;
+    if (cfg->max_threads < 0)
+        return GMP_EINVAL;
+    if (cfg->stack_size != 0 &&
+        (cfg->stack_size < MIN_STACK || cfg->stack_size > MAX_STACK))
+        return GMP_EINVAL;
+
+    out->procs = cfg->procs;
+    if (out->procs == 0) {
+        const char *env = getenv("GMP_MAXPROCS");
+        char *end;
+        long v = env ? strtol(env, &end, 10) : 0;
+        if (env && *env && !*end && v >= 1 && v <= GMP_MAXPROCS)
+            out->procs = (int)v;
+        else
+            out->procs = online_cpus();
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t ss = cfg->stack_size ? cfg->stack_size : DEFAULT_STACK;
+    out->stack_size = (ss + page - 1) & ~(page - 1);
+    out->max_threads = cfg->max_threads ? cfg->max_threads : DEFAULT_THREADS;
+    return 0;
+}
+
+static unsigned gcd(unsigned a, unsigned b)
+{
+    while (b) {
+        unsigned t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static void runtime_free(struct schedt *s)
+{
+    gmp__stacks_release(s);
+    for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
+        next = sl->next;
+        munmap(sl, sl->len);
+    }
+    for (struct m *mp = s->allm, *next; mp; mp = next) {
+        next = mp->alllink;
+        free(mp);
+    }
+    free(s->allp);
+    gmp__signals_restore();
+    free(s);
+}
+
+static struct schedt *runtime_new(const struct settings *set)
+{
+    struct schedt *s;
+    if (posix_memalign((void **)&s, GMP_CACHELINE, sizeof *s) != 0)
+        return NULL;
+    memset(s, 0, sizeof *s);
+    s->procs = set->procs;
+    s->maxmcount = set->max_threads;
+    s->pagesize = (size_t)sysconf(_SC_PAGESIZE);
+    s->stack_size = set->stack_size;
+    s->guard_size = s->pagesize;
+    size_t psz = sizeof(struct p) * (size_t)s->procs;
+    if (posix_memalign((void **)&s->allp, GMP_CACHELINE, psz) != 0) {
+        free(s);
+        return NULL;
+    }
+    memset(s->allp, 0, psz);
+    for (int i = s->procs - 1; i >= 0; i--) {
+        struct p *pp = &s->allp[i];
+        pp->id = i;
+        pp->solo = s->procs == 1;
+        pp->status = P_IDLE;
+        pp->link = s->pidle;
+        s->pidle = pp;
+    }
+    s->npidle = s->procs;
+    for (unsigned i = 1; i <= (unsigned)s->procs; i++)
+        if (gcd(i, (unsigned)s->procs) == 1)
+            s->coprimes[s->ncoprimes++] = i;
+    if (gmp__signals_install() != 0) {
+        free(s->allp);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* The last thread out frees the runtime and lets a new one start. */
+static void final_free(struct schedt *s)
+{
+    runtime_free(s);
+    pthread_mutex_lock(&lc_mu);
+    lc_draining = false;
+    pthread_cond_broadcast(&lc_cv);
+    pthread_mutex_unlock(&lc_mu);
+}
+
+/* Called by every M as it leaves its scheduler loop. Context: the M's own
+ * thread, on g0, holding no lock. */
+void gmp__mexit(struct m *mp)
+{
+    struct schedt *s = mp->sched;
+    bool last = false;
+    gmp__altstack_release(mp);
+    gmp__lock(&s->lock);
+    bool abandoned = mp->abandoned;
+    if (abandoned) {
+        s->nstragglers--;
+        last = s->nstragglers == 0 && s->stopper_done;
+    } else {
+        mp->done = true;
+    }
+    gmp__unlock(&s->lock);
+    gmp__setm(NULL);
+    if (abandoned) {
+        /* Nobody will join us; s may be freed by another straggler from
+         * here on unless we are the last. */
+        pthread_detach(pthread_self());
+        if (last)
+            final_free(s);
+        return;
+    }
+    /* The stopper joins us before it frees s, so s outlives this. Release:
+     * the stopper's acquire load sees done. */
+    atomic_fetch_add_explicit(&s->exitgen, 1, memory_order_release);
+    gmp__futex_wake(&s->exitgen, INT_MAX);
+}
+
+/* Stops every M: joins those that leave, abandons those running a G when
+ * allowed. Returns true when the caller must free the runtime (no
+ * straggler is left to do it). Context: a thread that is not an M. */
+static bool stop_threads(struct schedt *s, bool abandon_running)
+{
+    /* Seq_cst: whoever reads exiting after this sees the runtime is over. */
+    atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
+    gmp__pidle_wakeall(s);
+    for (;;) {
+        /* Acquire: pairs with the release bump in gmp__mexit. */
+        uint32_t gen = atomic_load_explicit(&s->exitgen, memory_order_acquire);
+        bool pending = false;
+        gmp__lock(&s->lock);
+        for (struct m *mp = s->allm; mp; mp = mp->alllink) {
+            if (mp->done || mp->abandoned)
+                continue;
+            /* Relaxed: a hint; a stale 0 only makes us wait a round. */
+            if (abandon_running &&
+                atomic_load_explicit(&mp->ing, memory_order_relaxed)) {
+                mp->abandoned = true;
+                s->nstragglers++;
+            } else {
+                pending = true;
+            }
+        }
+        gmp__unlock(&s->lock);
+        if (!pending)
+            break;
+        /* Wait for an M to leave; the timeout re-reads the ing hints of
+         * Ms that moved into a G meanwhile. */
+        gmp__futex_wait(&s->exitgen, gen, 1000000);
+    }
+    /* allm no longer changes: startm refuses once exiting is set. */
+    for (struct m *mp = s->allm; mp; mp = mp->alllink)
+        if (mp->done)
+            pthread_join(mp->thread, NULL);
+    gmp__lock(&s->lock);
+    s->stopper_done = true;
+    bool last = s->nstragglers == 0;
+    gmp__unlock(&s->lock);
+    return last;
+}
+
+/* Takes the lifecycle lock and waits out a draining runtime. Returns with
+ * lc_mu held. */
+static void lc_enter(void)
+{
+    pthread_mutex_lock(&lc_mu);
+    while (lc_draining)
+        pthread_cond_wait(&lc_cv, &lc_mu);
+}
+
+static int start(const gmp_config_t *cfg, bool main_mode,
+                 struct schedt **out)
+{
+    struct settings set;
+    int err = parse_config(cfg, &set);
+    if (err)
+        return err;
+    if (gmp__getm())
+        return GMP_EBUSY;           /* called from inside the runtime */
+    lc_enter();
+    if (atomic_load_explicit(&gmp__sched, memory_order_relaxed)) {
+        pthread_mutex_unlock(&lc_mu);
+        return GMP_EBUSY;
+    }
+    struct schedt *s = runtime_new(&set);
+    if (!s) {
+        pthread_mutex_unlock(&lc_mu);
+        return GMP_ENOMEM;
+    }
+    s->main_mode = main_mode;
+    /* Release: a foreign thread that finds the pointer sees it built. */
+    atomic_store_explicit(&gmp__sched, s, memory_order_release);
+    pthread_mutex_unlock(&lc_mu);
+    *out = s;
+    return 0;
+}
+
+/* Unpublishes s. When stragglers remain, marks the lifecycle draining
+ * before they can finish (they clear it in final_free). */
+static void unpublish(struct schedt *s, bool draining)
+{
+    pthread_mutex_lock(&lc_mu);
+    atomic_store_explicit(&gmp__sched, NULL, memory_order_relaxed);
+    lc_draining = draining;
+    pthread_mutex_unlock(&lc_mu);
+    (void)s;
+}
+
+int gmp_init(const gmp_config_t *cfg)
+{
+    struct schedt *s;
+    if (gmp__getm())
+        return GMP_EPERM;           /* a goroutine: the runtime is its own */
+    return start(cfg, false, &s);
+}
+
+static bool quiescent(struct schedt *s)
+{
+    gmp__lock(&s->lock);
+    /* Relaxed loads under the lock: every P that went idle did so under
+     * this lock after its last count update. */
+    int64_t live = atomic_load_explicit(&s->nforeign, memory_order_relaxed);
+    for (int i = 0; i < s->procs; i++) {
+        live += atomic_load_explicit(&s->allp[i].ncreated,
+                                     memory_order_relaxed);
+        live -= atomic_load_explicit(&s->allp[i].nexited,
+                                     memory_order_relaxed);
+    }
+    bool q = live == 0 &&
+             atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
+                 s->procs &&
+             atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0;
+    gmp__unlock(&s->lock);
+    return q;
+}
+
+int gmp_shutdown(void)
+{
+    if (gmp__getm())
+        return GMP_EPERM;           /* from a goroutine: it would wait on
+                                       itself */
+    pthread_mutex_lock(&lc_mu);
+    struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_relaxed);
+    if (!s || atomic_load_explicit(&s->exiting,
+                                               memory_order_relaxed) ||
+        lc_stopping || s->main_mode) {
+        pthread_mutex_unlock(&lc_mu);
+        return GMP_EPERM;
+    }
+    lc_stopping = true;
+    pthread_mutex_unlock(&lc_mu);
+
+    /* Relaxed: read by the M that idles the last P, under sched.lock. */
+    atomic_store_explicit(&s->shutdown_waiting, 1, memory_order_relaxed);
+    for (;;) {
+        /* Acquire: pairs with the release bump in pidleput. */
+        uint32_t gen = atomic_load_explicit(&s->idlegen, memory_order_acquire);
+        if (quiescent(s))
+            break;
+        gmp__futex_wait(&s->idlegen, gen, -1);
+    }
+    stop_threads(s, false);
+    unpublish(s, false);
+    runtime_free(s);
+    pthread_mutex_lock(&lc_mu);
+    lc_stopping = false;
+    pthread_mutex_unlock(&lc_mu);
+    return 0;
+}
+
+int gmp_main(void (*fn)(void *), void *arg, const gmp_config_t *cfg)
+{
+    if (!fn)
+        return GMP_EINVAL;
+    struct schedt *s;
+    int err = start(cfg, true, &s);
+    if (err)
+        return err;
+    struct g *gp = gmp__newg(s, NULL, fn, arg);
+    if (!gp) {
+        unpublish(s, false);
+        runtime_free(s);
+        return GMP_ENOMEM;
+    }
+    s->maing = gp;
+    gmp__lock(&s->lock);
+    gmp__globrunqput(s, gp);
+    gmp__unlock(&s->lock);
+    gmp__storeload_fence();
+    gmp__wakep(s);
+    gmp__lock(&s->lock);
+    bool started = s->mcount > 0;
+    gmp__unlock(&s->lock);
+    if (!started) {
+        unpublish(s, false);
+        runtime_free(s);
+        return GMP_EAGAIN;
+    }
+    gmp__notesleep(&s->main_done);
+    unpublish(s, true);
+    if (stop_threads(s, true))
+        final_free(s);
+    return 0;
+}

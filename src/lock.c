@@ -1,0 +1,86 @@
+/*
+ * lock.c - futex mutex and note slow paths (see lock.h), and the futex
+ * wrappers. Context: any thread, any G, g0. The mutex may sleep the thread,
+ * so it is only for short critical sections that never switch.
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+#define SPIN_TRIES 64
+#define SLEEP_NS   1000000     /* a waiter's longest sleep: see lock.h */
+
+#ifdef GMP_TSAN
+_Atomic unsigned gmp__fence_word;  /* see gmp__storeload_fence */
+#endif
+
+int gmp__futex_wait(_Atomic uint32_t *addr, uint32_t val, int64_t timeout_ns)
+{
+    struct timespec ts, *tp = NULL;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = timeout_ns / 1000000000;
+        ts.tv_nsec = timeout_ns % 1000000000;
+        tp = &ts;
+    }
+    long r = syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, tp, NULL, 0);
+    return r < 0 ? -errno : 0;
+}
+
+void gmp__futex_wake(_Atomic uint32_t *addr, int n)
+{
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+void gmp__lock_slow(struct gmp__mutex *l)
+{
+    /* Spin while the holder is likely to let go soon. */
+    for (int i = 0; i < SPIN_TRIES; i++) {
+        uint32_t z = 0;
+        /* Relaxed load: a hint; the CAS carries the acquire. */
+        if (atomic_load_explicit(&l->key, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(&l->key, &z, 1,
+                                                  memory_order_acquire,
+                                                  memory_order_relaxed))
+            return;
+        gmp__cpu_relax();
+    }
+    /* Sleep. Seq_cst increment: the count is visible before we look at
+     * key again, so an unlock that follows our look sees it. */
+    atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+    for (;;) {
+        uint32_t z = 0;
+        /* Acquire: as in gmp__lock. */
+        if (atomic_compare_exchange_strong_explicit(&l->key, &z, 1,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed))
+            break;
+        gmp__futex_wait(&l->key, 1, SLEEP_NS);
+    }
+    /* Relaxed: only a hint for unlockers. */
+    atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
+}
+
+void gmp__unlock_slow(struct gmp__mutex *l)
+{
+    gmp__futex_wake(&l->key, 1);
+}
+
+void gmp__notesleep(struct gmp__note *n)
+{
+    /* Acquire: after waking we see everything the waker did before its
+     * release store (e.g. m->nextp). */
+    while (atomic_load_explicit(&n->key, memory_order_acquire) == 0)
+        gmp__futex_wait(&n->key, 0, -1);
+}
+
+void gmp__notewakeup(struct gmp__note *n)
+{
+    /* Release: pairs with the acquire load in gmp__notesleep. */
+    atomic_store_explicit(&n->key, 1, memory_order_release);
+    gmp__futex_wake(&n->key, 1);
+}

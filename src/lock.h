@@ -1,0 +1,74 @@
+/*
+ * lock.h - the runtime's own locks and one-shot events, on Linux futexes.
+ *
+ * gmp__mutex: a test-and-set lock whose unlock is a plain release store,
+ *   so an uncontended lock/unlock pair costs one locked instruction, not
+ *   two (sched.lock is taken on every gmp_yield). A waiter spins briefly,
+ *   then sleeps on the futex after counting itself in `sleepers`; the
+ *   unlocker wakes one sleeper when it sees the count. The unlocker's
+ *   store and its read of the count are not separated by a full barrier
+ *   (that would cost the locked instruction we saved), so a waiter that
+ *   registers in that instant can miss its wake-up: it sleeps with a
+ *   timeout (SLEEP_NS in lock.c) and re-checks, so it is late, never lost.
+ *   Used for sched.lock and the free-list locks; never held across a
+ *   switch, and only for short critical sections.
+ * gmp__note: Go's note, a one-shot wake-up on one word. One sleeper,
+ *   one waker; noteclear re-arms it once the sleeper has woken.
+ */
+#ifndef GMP_LOCK_H
+#define GMP_LOCK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct gmp__mutex {
+    _Atomic uint32_t key;           /* 0 unlocked, 1 locked */
+    _Atomic uint32_t sleepers;      /* waiters asleep (or about to be) */
+};
+
+struct gmp__note {
+    _Atomic uint32_t key;
+};
+
+__attribute__((visibility("hidden"))) void gmp__lock_slow(struct gmp__mutex *l);
+__attribute__((visibility("hidden"))) void gmp__unlock_slow(struct gmp__mutex *l);
+
+static inline void gmp__lock(struct gmp__mutex *l)
+{
+    uint32_t z = 0;
+    /* Acquire: the critical section sees what the last holder wrote
+     * (pairs with the release in gmp__unlock). */
+    if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+            &l->key, &z, 1, memory_order_acquire, memory_order_relaxed), 1))
+        return;
+    gmp__lock_slow(l);
+}
+
+static inline void gmp__unlock(struct gmp__mutex *l)
+{
+    /* Release: publishes the critical section to the next acquirer. */
+    atomic_store_explicit(&l->key, 0, memory_order_release);
+    /* Relaxed: a hint, see above; a stale 0 delays a sleeper, no more. */
+    if (__builtin_expect(atomic_load_explicit(&l->sleepers,
+                                              memory_order_relaxed) != 0, 0))
+        gmp__unlock_slow(l);
+}
+
+__attribute__((visibility("hidden"))) void gmp__notesleep(struct gmp__note *n);
+__attribute__((visibility("hidden"))) void gmp__notewakeup(struct gmp__note *n);
+
+static inline void gmp__noteclear(struct gmp__note *n)
+{
+    /* Relaxed: only the sleeper clears, after it woke; the next wakeup's
+     * release store orders everything that matters. */
+    atomic_store_explicit(&n->key, 0, memory_order_relaxed);
+}
+
+/* futex(2) on a 32-bit word, private to the process. */
+__attribute__((visibility("hidden"))) int gmp__futex_wait(_Atomic uint32_t *addr,
+                                                          uint32_t val,
+                                                          int64_t timeout_ns);
+__attribute__((visibility("hidden"))) void gmp__futex_wake(_Atomic uint32_t *addr,
+                                                           int n);
+
+#endif /* GMP_LOCK_H */

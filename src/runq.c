@@ -1,0 +1,303 @@
+/*
+ * runq.c - the per-P run queue: a 256-slot ring of runnable Gs plus the
+ * runnext slot, the spill of half a full ring to the global queue, and the
+ * global queue itself (Go's runqput/runqget/runqgrab/runqsteal and
+ * globrunqput/globrunqget).
+ * Invariants:
+ *   - Only the owner P writes runqtail or puts a G into runnext; any P may
+ *     advance runqhead or empty runnext, always by CAS.
+ *   - Slots are atomics accessed relaxed: a thief may read a slot the owner
+ *     is about to overwrite; the CAS on runqhead decides whether what it
+ *     read counts, so a stale read is discarded, never used.
+ *   - A thief that computes more than half a ring to take read a torn
+ *     head/tail pair; it retries instead of trusting it.
+ *   - A G is in at most one queue: the ring, runnext or the global list.
+ *   - With one P (pp->solo) there are no thieves: only Ps steal, and only
+ *     from other Ps. The owner then updates runnext and runqhead with plain
+ *     (relaxed) loads and stores instead of locked read-modify-writes.
+ * Locks: none on the ring; sched.lock for the global queue and the spill.
+ */
+#include "runtime.h"
+
+#define RUNQ_MASK (GMP_RUNQ_SIZE - 1)
+
+/* Moves half the full ring plus gp to the global queue. Returns false when
+ * a thief took some of the ring meanwhile (the caller retries the fast
+ * path). Context: owner of pp. Takes sched.lock. */
+static bool runqputslow(struct schedt *s, struct p *pp, struct g *gp,
+                        uint32_t h, uint32_t t)
+{
+    struct g *batch[GMP_RUNQ_SIZE / 2 + 1];
+    uint32_t n = (t - h) / 2;
+
+    if (n != GMP_RUNQ_SIZE / 2)
+        gmp__throw("runqputslow: queue is not full");
+    for (uint32_t i = 0; i < n; i++)
+        batch[i] = atomic_load_explicit(&pp->runq[(h + i) & RUNQ_MASK],
+                                        memory_order_relaxed);
+    /* Release on success: the slots we read are free for the owner (us)
+     * to reuse; acquire/release pair with thieves' CAS on the same head. */
+    if (!atomic_compare_exchange_strong_explicit(&pp->runqhead, &h, h + n,
+                                                 memory_order_release,
+                                                 memory_order_relaxed))
+        return false;
+    batch[n] = gp;
+    for (uint32_t i = 0; i < n; i++)
+        batch[i]->schedlink = batch[i + 1];
+    gmp__lock(&s->lock);
+    gmp__globrunqputbatch(s, batch[0], batch[n], (int32_t)n + 1);
+    gmp__unlock(&s->lock);
+    return true;
+}
+
+/* Puts gp on pp's queue: into runnext when next (kicking the old runnext
+ * to the ring's tail), else at the ring's tail, spilling half the ring to
+ * the global queue when full. Context: owner of pp. Never blocks. */
+void gmp__runqput(struct schedt *s, struct p *pp, struct g *gp, bool next)
+{
+    if (next) {
+        struct g *old;
+        if (pp->solo) {
+            /* Relaxed: no other thread touches a solo P's runnext. */
+            old = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+            atomic_store_explicit(&pp->runnext, gp, memory_order_relaxed);
+        } else {
+            /* Acq_rel: a thief's CAS on runnext may race us; the exchange
+             * both publishes gp (release) and lets us use the old G
+             * (acquire). */
+            old = atomic_exchange_explicit(&pp->runnext, gp,
+                                           memory_order_acq_rel);
+        }
+        if (!old)
+            return;
+        gp = old;
+    }
+    for (;;) {
+        /* Acquire: pairs with thieves' release CAS on runqhead, so the
+         * slots they read are free before we overwrite them. */
+        uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+        /* Relaxed: only we write runqtail. */
+        uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+        if (t - h < GMP_RUNQ_SIZE) {
+            atomic_store_explicit(&pp->runq[t & RUNQ_MASK], gp,
+                                  memory_order_relaxed);
+            /* Release: a thief that sees the new tail sees the G in the
+             * slot (pairs with the acquire load of runqtail in grab). */
+            atomic_store_explicit(&pp->runqtail, t + 1, memory_order_release);
+            return;
+        }
+        if (runqputslow(s, pp, gp, h, t))
+            return;
+    }
+}
+
+/* Takes a G from pp: runnext first (then *inherit: the G inherits the time
+ * slice, schedtick does not advance), else the ring's head.
+ * Context: owner of pp. Never blocks. */
+struct g *gmp__runqget(struct p *pp, bool *inherit)
+{
+    /* Relaxed load as a cheap test; the CAS is acquire and pairs with the
+     * release in the exchange that put the G there. */
+    struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+    if (next && pp->solo) {
+        /* Relaxed: no other thread touches a solo P's runnext. */
+        atomic_store_explicit(&pp->runnext, NULL, memory_order_relaxed);
+        *inherit = true;
+        return next;
+    }
+    if (next && atomic_compare_exchange_strong_explicit(
+                    &pp->runnext, &next, NULL, memory_order_acquire,
+                    memory_order_relaxed)) {
+        *inherit = true;
+        return next;
+    }
+    *inherit = false;
+    for (;;) {
+        /* Acquire: pairs with a thief's release CAS. */
+        uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+        if (t == h)
+            return NULL;
+        struct g *gp = atomic_load_explicit(&pp->runq[h & RUNQ_MASK],
+                                            memory_order_relaxed);
+        if (pp->solo) {
+            /* Relaxed: no thief reads a solo P's head. */
+            atomic_store_explicit(&pp->runqhead, h + 1, memory_order_relaxed);
+            return gp;
+        }
+        /* Release: the slot may be reused once head has passed it. */
+        if (atomic_compare_exchange_weak_explicit(&pp->runqhead, &h, h + 1,
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+            return gp;
+    }
+}
+
+/* True when pp has nothing in its ring or runnext. Exact only for the
+ * owner; for others a hint. Context: any. */
+bool gmp__runqempty(struct p *pp)
+{
+    /* Go's loop: read head, tail, runnext, then tail again, so that a G
+     * moving from runnext to the ring is not missed between the reads.
+     * Acquire throughout: these back the final re-check of a parking M. */
+    for (;;) {
+        uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_acquire);
+        struct g *next = atomic_load_explicit(&pp->runnext,
+                                              memory_order_acquire);
+        if (t == atomic_load_explicit(&pp->runqtail, memory_order_acquire))
+            return h == t && next == NULL;
+    }
+}
+
+/* Spin for about 3 us before taking a running victim's runnext: a G that
+ * readies another and then blocks at once should get to run it itself. */
+static void runnext_grace(void)
+{
+    for (int i = 0; i < 300; i++)
+        gmp__cpu_relax();
+}
+
+/* Copies half of victim's ring into pp's ring, starting at pp's tail, and
+ * returns how many. Takes victim's runnext only when stealnext and the
+ * ring is empty. Context: owner of pp (any P as a thief of victim). */
+static uint32_t runqgrab(struct p *pp, struct p *victim, bool stealnext)
+{
+    uint32_t ptail = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+    for (;;) {
+        /* Acquire on both: see the slots the victim published before its
+         * tail store, and the frees other thieves released. */
+        uint32_t h = atomic_load_explicit(&victim->runqhead,
+                                          memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&victim->runqtail,
+                                          memory_order_acquire);
+        uint32_t n = t - h;
+        n = n - n / 2;
+        if (n == 0) {
+            if (!stealnext)
+                return 0;
+            struct g *next = atomic_load_explicit(&victim->runnext,
+                                                  memory_order_acquire);
+            if (!next)
+                return 0;
+            if (atomic_load_explicit(&victim->status, memory_order_relaxed) ==
+                P_RUNNING) {
+                runnext_grace();
+                next = atomic_load_explicit(&victim->runnext,
+                                            memory_order_acquire);
+                if (!next)
+                    return 0;
+            }
+            /* Acquire: we now own next, published by the owner's release
+             * exchange. */
+            if (!atomic_compare_exchange_strong_explicit(
+                    &victim->runnext, &next, NULL, memory_order_acquire,
+                    memory_order_relaxed))
+                continue;
+            atomic_store_explicit(&pp->runq[ptail & RUNQ_MASK], next,
+                                  memory_order_relaxed);
+            return 1;
+        }
+        if (n > GMP_RUNQ_SIZE / 2)
+            continue;               /* torn read of head and tail */
+        for (uint32_t i = 0; i < n; i++) {
+            struct g *gp = atomic_load_explicit(
+                &victim->runq[(h + i) & RUNQ_MASK], memory_order_relaxed);
+            atomic_store_explicit(&pp->runq[(ptail + i) & RUNQ_MASK], gp,
+                                  memory_order_relaxed);
+        }
+        /* Release: the victim may reuse the slots once head moves; the
+         * copies above are ours only if this CAS wins. */
+        if (atomic_compare_exchange_strong_explicit(&victim->runqhead, &h,
+                                                    h + n,
+                                                    memory_order_release,
+                                                    memory_order_relaxed))
+            return n;
+    }
+}
+
+/* Steals half of victim's queue into pp's; returns one stolen G to run now
+ * (the rest stay in pp's ring), or NULL. Context: owner of pp. */
+struct g *gmp__runqsteal(struct p *pp, struct p *victim, bool stealnext)
+{
+    uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+    uint32_t n = runqgrab(pp, victim, stealnext);
+    if (n == 0)
+        return NULL;
+    n--;
+    struct g *gp = atomic_load_explicit(&pp->runq[(t + n) & RUNQ_MASK],
+                                        memory_order_relaxed);
+    if (n == 0)
+        return gp;
+    uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+    if (t - h + n >= GMP_RUNQ_SIZE)
+        gmp__throw("runqsteal: runq overflow");
+    /* Release: publish the copied slots to our own thieves. */
+    atomic_store_explicit(&pp->runqtail, t + n, memory_order_release);
+    return gp;
+}
+
+/* ---- The global run queue (sched.lock held for all of these) ----------- */
+
+void gmp__globrunqput(struct schedt *s, struct g *gp)
+{
+    gp->schedlink = NULL;
+    if (s->runqtail)
+        s->runqtail->schedlink = gp;
+    else
+        s->runqhead = gp;
+    s->runqtail = gp;
+    /* Relaxed: written under lock; lock-free readers use it as a hint and
+     * take the lock before trusting it. */
+    atomic_store_explicit(&s->runqsize,
+                          atomic_load_explicit(&s->runqsize,
+                                               memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+void gmp__globrunqputbatch(struct schedt *s, struct g *head, struct g *tail,
+                           int32_t n)
+{
+    tail->schedlink = NULL;
+    if (s->runqtail)
+        s->runqtail->schedlink = head;
+    else
+        s->runqhead = head;
+    s->runqtail = tail;
+    /* Relaxed: as in gmp__globrunqput. */
+    atomic_store_explicit(&s->runqsize,
+                          atomic_load_explicit(&s->runqsize,
+                                               memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* Takes a batch of min(len/procs + 1, max, 128) Gs: returns the first and
+ * puts the rest on pp's ring, which must have room (it is empty whenever
+ * max != 1). Context: owner of pp, holds sched.lock. */
+struct g *gmp__globrunqget(struct schedt *s, struct p *pp, int32_t max)
+{
+    int32_t size = atomic_load_explicit(&s->runqsize, memory_order_relaxed);
+    if (size == 0)
+        return NULL;
+    int32_t n = size / s->procs + 1;
+    if (n > size)
+        n = size;
+    if (max > 0 && n > max)
+        n = max;
+    if (n > GMP_RUNQ_SIZE / 2)
+        n = GMP_RUNQ_SIZE / 2;
+    /* Relaxed: as in gmp__globrunqput. */
+    atomic_store_explicit(&s->runqsize, size - n, memory_order_relaxed);
+
+    struct g *gp = s->runqhead;
+    struct g *rest = gp->schedlink;
+    for (int32_t i = 1; i < n; i++) {
+        struct g *g1 = rest;
+        rest = g1->schedlink;
+        gmp__runqput(s, pp, g1, false);
+    }
+    s->runqhead = rest;
+    if (!rest)
+        s->runqtail = NULL;
+    return gp;
+}

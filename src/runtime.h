@@ -1,0 +1,333 @@
+/*
+ * runtime.h - G, M, P and sched: every field, who writes it, what guards it.
+ *
+ * The objects are Go's (runtime2.go):
+ *   G  a goroutine: function, saved context, stack (bound at first run),
+ *      status, id, queue link.
+ *   M  an OS thread. Its g0 context runs the scheduler on the thread's own
+ *      stack; every G -> G transition goes G -> g0 -> G.
+ *   P  the right to run goroutines, with a 256-slot lock-free ring run
+ *      queue plus runnext, and free-G and free-stack caches.
+ *   sched  the global run queue, idle P and M lists, spinning count; all
+ *      runtime state hangs off it (one struct schedt per running runtime).
+ *
+ * Context words used in function comments: "g0" (scheduler code on an M's
+ * own stack), "any G" (goroutine code), "owner of pp" (the M holding pp).
+ */
+#ifndef GMP_RUNTIME_H
+#define GMP_RUNTIME_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gmprt.h"
+#include "context.h"
+#include "lock.h"
+#include "sanitizer.h"
+
+#define GMP_CACHELINE   64
+#define GMP_MAXPROCS    256
+#define GMP_RUNQ_SIZE   256         /* per-P ring; a power of two */
+#define GMP_GLOBAL_TICK 61          /* schedtick period of the fairness check */
+#define GMP_STEAL_TRIES 4
+
+#define GMP_HIDDEN __attribute__((visibility("hidden")))
+#define GMP_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define GMP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define GMP_ALIGNED     _Alignas(GMP_CACHELINE)
+
+/* ---- G ------------------------------------------------------------------ */
+
+enum gstatus {                      /* Go's _Gidle ... _Gdead */
+    G_IDLE, G_RUNNABLE, G_RUNNING, G_SYSCALL, G_WAITING, G_DEAD,
+};
+
+/* Why a G switched to g0; g0 acts on it once the G's stack is left. */
+enum swreason {
+    SW_NONE, SW_YIELD, SW_PARK, SW_EXIT,
+};
+
+/*
+ * A goroutine stack: one mapping slot of sched.stack_size bytes,
+ *   [guard page(s)][usable stack ... ][struct gstack]
+ * The header lives at the top of its own stack, so a cached stack costs no
+ * separate allocation, and the first frame shares the header's page.
+ */
+struct gstack {
+    struct gstack *next;            /* free-stack cache link */
+    char          *lo;              /* lowest usable byte (above the guard) */
+    void          *tsan_fiber;      /* TSan builds: the fiber run on it */
+    unsigned       vg_id;           /* valgrind's id for it (GMP_VALGRIND) */
+};
+
+static inline char *gstack_hi(struct gstack *s)
+{
+    return (char *)s;
+}
+
+struct g {
+    struct gmp__ctx ctx;            /* saved sp while not running */
+    struct gstack  *stk;            /* NULL until the G first runs */
+    void          (*fn)(void *);
+    void           *arg;
+    uint64_t        goid;
+    struct g       *schedlink;      /* global run queue or free list link */
+    struct m       *m;              /* M running it; written by that M */
+    _Atomic uint32_t status;        /* enum gstatus; relaxed: informational,
+                                       ordering comes from the queues */
+    uint32_t        waitreason;
+    void           *param;          /* set by the waker of a parked G */
+    void           *asan_fake;      /* ASan builds: fake stack save slot */
+};
+
+/* ---- M ------------------------------------------------------------------ */
+
+struct m {
+    struct gmp__ctx g0ctx;          /* the scheduler's saved context */
+    struct g   *curg;               /* G running on this M, or NULL */
+    struct p   *p;                  /* attached P */
+    struct p   *nextp;              /* P handed over by startm (sched.lock) */
+    struct m   *schedlink;          /* idle-M list link (sched.lock) */
+    struct m   *alllink;            /* all-M list (sched.lock) */
+    int64_t     id;
+    bool        spinning;           /* looking for work; counted in
+                                       sched.nmspinning */
+    struct schedt *sched;           /* the runtime this M belongs to */
+    enum swreason swreason;         /* set by a G just before it switches */
+    bool      (*waitunlockf)(struct g *, void *); /* gopark's callback */
+    void       *waitlock;
+    struct gmp__note park;          /* sleeps here while idle */
+    uint64_t    fastrand;
+    pthread_t   thread;
+    void       *altstack;           /* sigaltstack for overflow reports */
+    stack_t     oldss;              /* the thread's previous one */
+    /* Exit protocol (lifecycle.c): ing is 1 while a G runs on this M
+     * (seq_cst, Dekker pair with sched.exiting); done/abandoned under
+     * sched.lock. */
+    _Atomic int ing;
+    bool        done;
+    bool        abandoned;
+    /* Sanitizer bookkeeping for switches back to g0. */
+    void       *g0_tsan_fiber;
+    const void *g0_stack_bottom;
+    size_t      g0_stack_size;
+};
+
+/* ---- P ------------------------------------------------------------------ */
+
+enum pstatus { P_IDLE, P_RUNNING, P_STOPPED };
+
+struct p {
+    /* Written by the owner only. */
+    GMP_ALIGNED int id;
+    bool        solo;               /* the only P: nobody steals from it */
+    _Atomic int status;             /* enum pstatus; relaxed hint for thieves */
+    struct m   *m;                  /* owner, or NULL when idle */
+    struct p   *link;               /* idle-P list (sched.lock) */
+    uint32_t    schedtick;          /* incremented on every scheduling */
+    struct g   *gfree;              /* dead Gs, no stack */
+    int         ngfree;
+    struct gstack *sfree;           /* free stacks */
+    int         nsfree;
+    uint64_t    goidcache, goidcacheend;
+    struct g   *gslab;              /* next unused G of the current slab */
+    int         ngslab;
+    /* Goroutines created and finished here (gmp_num_goroutines sums them).
+     * Written by the owner only, relaxed: a reader wants a snapshot. */
+    _Atomic int64_t ncreated;
+    _Atomic int64_t nexited;
+
+    /* The run queue. The owner writes runqtail and puts into runnext;
+     * thieves advance runqhead and take runnext, always by CAS. Its own
+     * cache lines: thieves touch these from other cores. */
+    GMP_ALIGNED _Atomic uint32_t runqhead;
+    _Atomic uint32_t runqtail;
+    _Atomic(struct g *) runnext;
+    _Atomic(struct g *) runq[GMP_RUNQ_SIZE];
+};
+
+/* ---- sched -------------------------------------------------------------- */
+
+struct gslab {                      /* header of an mmap'd chunk of Gs */
+    struct gslab *next;
+    size_t        len;
+    struct g      gs[];
+};
+
+struct stackchunk {                 /* one mmap holding many stacks */
+    struct stackchunk *next;
+    char              *base;
+    size_t             len;
+};
+
+struct schedt {
+    /* Global run queue and idle lists. lock guards runqhead/runqtail,
+     * pidle, midle, nmidle, allm, mcount, and the M exit fields. */
+    GMP_ALIGNED struct gmp__mutex lock;
+    struct g   *runqhead, *runqtail;
+    _Atomic int32_t runqsize;       /* written under lock; read without it
+                                       as an emptiness hint */
+    struct p   *pidle;
+    struct m   *midle;
+    int         nmidle;
+    struct m   *allm;
+    int         mcount;
+
+    /* Read by every wakep(), written when Ms start/stop spinning and Ps go
+     * idle: a line of their own. */
+    GMP_ALIGNED _Atomic int32_t npidle;
+    _Atomic int32_t nmspinning;
+
+    /* Set once when the runtime stops (main returned or shutdown). seq_cst:
+     * pairs with m->ing in the exit protocol. */
+    GMP_ALIGNED _Atomic int exiting;
+    /* Bumped (release) whenever the last busy P goes idle; gmp_shutdown
+     * sleeps on it (futex) waiting for quiescence. */
+    _Atomic uint32_t idlegen;
+    _Atomic int shutdown_waiting;
+
+    GMP_ALIGNED _Atomic uint64_t goidgen;   /* ids handed out in batches */
+    _Atomic int64_t nforeign;       /* Gs created by non-goroutine threads */
+
+    /* Free Gs and stacks beyond the per-P caches, and their backing memory.
+     * gflock guards gfree/ngfree and gslabs; stacklock guards the rest. */
+    GMP_ALIGNED struct gmp__mutex gflock;
+    struct g   *gfree;
+    int         ngfree;
+    struct gslab *gslabs;
+    struct g   *gchunk_next;        /* uncarved Gs of gslabs' first chunk */
+    struct g   *gchunk_end;
+    GMP_ALIGNED struct gmp__mutex stacklock;
+    struct gstack *sfree;
+    int         nsfree;
+    struct stackchunk *chunks;
+    char       *chunk_next;         /* next uncarved stack in chunks */
+    char       *chunk_end;
+    int         guard_mode;         /* 0 unknown, 1 MADV_GUARD_INSTALL,
+                                       2 mprotect */
+
+    /* Configuration, fixed while running. */
+    int         procs;
+    int         maxmcount;
+    size_t      stack_size;         /* bytes per stack slot, guard included */
+    size_t      guard_size;
+    size_t      pagesize;
+    struct p   *allp;               /* procs Ps */
+    uint32_t    ncoprimes;          /* random steal order (stealorder) */
+    uint32_t    coprimes[GMP_MAXPROCS];
+
+    bool        main_mode;          /* started by gmp_main */
+    struct g   *maing;              /* gmp_main's G until it exits */
+    struct gmp__note main_done;     /* woken when the main G exits */
+    /* Exit protocol (lifecycle.c), under lock. */
+    int         nstragglers;        /* abandoned Ms still running */
+    bool        stopper_done;       /* the stopping thread has left */
+    _Atomic uint32_t exitgen;       /* bumped (release) by each exiting M */
+};
+
+/* The running runtime. Written only by the lifecycle code, under its lock,
+ * while no runtime thread exists; read everywhere. */
+GMP_HIDDEN extern _Atomic(struct schedt *) gmp__sched;
+
+/* The M of the calling thread, or NULL for a thread that is not one.
+ * Not inline: a G may resume on another thread after any switch, and the
+ * compiler must not reuse a thread-pointer it computed before one. */
+GMP_HIDDEN struct m *gmp__getm(void);
+GMP_HIDDEN void gmp__setm(struct m *mp);
+
+/* ---- runq.c ------------------------------------------------------------- */
+GMP_HIDDEN void gmp__runqput(struct schedt *s, struct p *pp, struct g *gp,
+                             bool next);
+GMP_HIDDEN struct g *gmp__runqget(struct p *pp, bool *inherit);
+GMP_HIDDEN bool gmp__runqempty(struct p *pp);
+GMP_HIDDEN struct g *gmp__runqsteal(struct p *pp, struct p *victim,
+                                    bool stealnext);
+GMP_HIDDEN void gmp__globrunqput(struct schedt *s, struct g *gp);
+GMP_HIDDEN void gmp__globrunqputbatch(struct schedt *s, struct g *head,
+                                      struct g *tail, int32_t n);
+GMP_HIDDEN struct g *gmp__globrunqget(struct schedt *s, struct p *pp,
+                                      int32_t max);
+
+/* ---- sched.c ------------------------------------------------------------ */
+GMP_HIDDEN void gmp__wakep(struct schedt *s);
+GMP_HIDDEN void gmp__mloop(struct m *mp);
+GMP_HIDDEN void gmp__acquirep(struct m *mp, struct p *pp);
+GMP_HIDDEN void gmp__mcall(struct m *mp, struct g *gp, enum swreason why);
+GMP_HIDDEN void gmp__pidle_wakeall(struct schedt *s);
+
+/* ---- g.c ---------------------------------------------------------------- */
+GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,
+                               void (*fn)(void *), void *arg);
+GMP_HIDDEN void gmp__gfput(struct schedt *s, struct p *pp, struct g *gp);
+
+/* ---- park.c ------------------------------------------------------------- */
+GMP_HIDDEN void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,
+                            uint32_t reason);
+GMP_HIDDEN void gmp__goready(struct g *gp);
+
+/* ---- stack.c ------------------------------------------------------------ */
+GMP_HIDDEN struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp);
+GMP_HIDDEN void gmp__stackfree(struct schedt *s, struct p *pp,
+                               struct gstack *st);
+GMP_HIDDEN void gmp__stacks_release(struct schedt *s);
+GMP_HIDDEN int gmp__signals_install(void);
+GMP_HIDDEN void gmp__signals_restore(void);
+GMP_HIDDEN int gmp__altstack_setup(struct m *mp);
+GMP_HIDDEN void gmp__altstack_release(struct m *mp);
+
+/* ---- lifecycle.c -------------------------------------------------------- */
+GMP_HIDDEN void gmp__mexit(struct m *mp);
+
+/* ---- throw.c ------------------------------------------------------------ */
+GMP_HIDDEN _Noreturn void gmp__throw(const char *msg);
+GMP_HIDDEN _Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn);
+
+/* ---- small helpers ------------------------------------------------------ */
+
+/* xorshift64*: per-M, no sharing. */
+static inline uint32_t gmp__fastrand(struct m *mp)
+{
+    uint64_t x = mp->fastrand;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    mp->fastrand = x;
+    return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+static inline void gmp__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* A full StoreLoad barrier: the caller's earlier stores are visible to
+ * any thread before the caller's later loads are performed. Used where two
+ * threads each publish something and then look at the other's flag (the
+ * spinning protocol in sched.c). On x86 a locked RMW on the stack is as
+ * strong as mfence and cheaper. TSan models neither fences nor inline asm,
+ * so its builds use a seq_cst RMW on one shared word: all such barriers
+ * are then totally ordered, which gives the same guarantee in the C11
+ * model TSan checks. */
+#ifdef GMP_TSAN
+GMP_HIDDEN extern _Atomic unsigned gmp__fence_word;
+#endif
+static inline void gmp__storeload_fence(void)
+{
+#if defined(GMP_TSAN)
+    atomic_fetch_add_explicit(&gmp__fence_word, 0, memory_order_seq_cst);
+#elif defined(__x86_64__)
+    __asm__ __volatile__("lock; orl $0, (%%rsp)" ::: "memory", "cc");
+#else
+    atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
+#endif /* GMP_RUNTIME_H */

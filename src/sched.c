@@ -1,0 +1,541 @@
+/*
+ * sched.c - the scheduler loop on g0: schedule, findrunnable, work
+ * stealing, spinning and parking Ms, wakep (Go's proc.go, in its order).
+ *
+ * Spinning Ms and the lost-wakeup problem
+ * ----------------------------------------
+ * The problem: work can be published (a G put on a run queue) just as the
+ * last M looking for work gives up and parks. Both sides look at the other's
+ * state, so each needs to see the other's latest write: a StoreLoad pattern.
+ *
+ * The rule (Go's): an M looking for work is "spinning" and counted in
+ * sched.nmspinning. A submitter publishes its work, then a full barrier,
+ * then reads npidle and nmspinning in wakep(): if a P is idle and no M is
+ * spinning, it starts one (CAS 0 -> 1 on nmspinning, so at most one
+ * submitter does). A spinning M that finds nothing releases its P, then
+ * decrements nmspinning, then a full barrier, then re-checks every P's run
+ * queue and the global queue. Either the submitter sees nmspinning == 0
+ * and wakes an M, or the M's re-check sees the work: never neither.
+ *
+ * Spinning Ms are capped at half the busy Ps (2 * nmspinning < procs -
+ * npidle), so a burst of wakeups does not turn every idle thread into a
+ * spinner. A spinning M that finds work stops spinning and calls wakep()
+ * again: if there may be more work, another M takes up the search.
+ *
+ * Alternatives rejected: waking an M on every submission (a futex syscall
+ * per gmp_go); a condition variable per P (a lock on every put).
+ *
+ * The G -> g0 -> G switch
+ * -----------------------
+ * A G gives up its M only by switching to the M's g0 with a reason
+ * (gmp__mcall). g0 acts on the reason only after the G's stack is left:
+ * puts it on a queue (yield), calls the park callback (park), frees it
+ * (exit). So no other M can resume a G before its switch-out completed.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "runtime.h"
+
+static __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
+
+__attribute__((noinline)) struct m *gmp__getm(void)
+{
+    return tls_m;
+}
+
+void gmp__setm(struct m *mp)
+{
+    tls_m = mp;
+}
+
+/* ---- P and M lists (sched.lock held) ------------------------------------ */
+
+static void pidleput(struct schedt *s, struct p *pp)
+{
+    pp->link = s->pidle;
+    s->pidle = pp;
+    /* Relaxed: ordered for wakep() by the barriers either side (see the
+     * essay above); the lock orders it for everyone else. */
+    int32_t n = atomic_fetch_add_explicit(&s->npidle, 1,
+                                          memory_order_relaxed) + 1;
+    if (n == s->procs &&
+        atomic_load_explicit(&s->shutdown_waiting, memory_order_relaxed)) {
+        /* Release: gmp_shutdown's acquire load of idlegen then sees every
+         * count written before this P went idle. */
+        atomic_fetch_add_explicit(&s->idlegen, 1, memory_order_release);
+        gmp__futex_wake(&s->idlegen, 1);
+    }
+}
+
+static struct p *pidleget(struct schedt *s)
+{
+    struct p *pp = s->pidle;
+    if (pp) {
+        s->pidle = pp->link;
+        /* Relaxed: as in pidleput. */
+        atomic_fetch_sub_explicit(&s->npidle, 1, memory_order_relaxed);
+    }
+    return pp;
+}
+
+void gmp__acquirep(struct m *mp, struct p *pp)
+{
+    mp->p = pp;
+    pp->m = mp;
+    /* Relaxed: a hint for thieves deciding whether to wait for runnext. */
+    atomic_store_explicit(&pp->status, P_RUNNING, memory_order_relaxed);
+}
+
+static struct p *releasep(struct m *mp)
+{
+    struct p *pp = mp->p;
+    pp->m = NULL;
+    /* Relaxed: as in gmp__acquirep. */
+    atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
+    mp->p = NULL;
+    return pp;
+}
+
+/* Wakes every parked M so it notices sched.exiting. Context: any. */
+void gmp__pidle_wakeall(struct schedt *s)
+{
+    gmp__lock(&s->lock);
+    for (struct m *mp = s->midle; mp; mp = mp->schedlink)
+        gmp__notewakeup(&mp->park);
+    s->midle = NULL;
+    s->nmidle = 0;
+    gmp__unlock(&s->lock);
+}
+
+/* ---- Threads ------------------------------------------------------------ */
+
+static void *mstart(void *arg)
+{
+    struct m *mp = arg;
+    gmp__setm(mp);
+    gmp__altstack_setup(mp);        /* without it overflows die unreported */
+    mp->g0_tsan_fiber = GMP_TSAN_CURRENT();
+    mp->fastrand = 0x9E3779B97F4A7C15ULL * (uint64_t)(mp->id + 1) ^
+                   (uint64_t)gmp_nanotime();
+    if (!mp->fastrand)
+        mp->fastrand = 1;
+    if (mp->nextp) {
+        gmp__acquirep(mp, mp->nextp);
+        mp->nextp = NULL;
+    }
+    gmp__mloop(mp);
+    gmp__mexit(mp);
+    return NULL;
+}
+
+/* Starts an M, parked or new, to run pp (an idle P when pp is NULL). When
+ * spinning, the caller already counted the M in nmspinning; a start that
+ * finds no P or no thread undoes that. Context: any, no locks held. */
+static void startm(struct schedt *s, struct p *pp, bool spinning)
+{
+    gmp__lock(&s->lock);
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+        goto fail_locked;
+    if (!pp && !(pp = pidleget(s)))
+        goto fail_locked;
+    struct m *mp = s->midle;
+    if (mp) {
+        s->midle = mp->schedlink;
+        s->nmidle--;
+        gmp__unlock(&s->lock);
+        mp->spinning = spinning;
+        mp->nextp = pp;
+        gmp__notewakeup(&mp->park);   /* release: publishes nextp */
+        return;
+    }
+    if (s->mcount >= s->maxmcount || !(mp = calloc(1, sizeof *mp))) {
+        pidleput(s, pp);
+        goto fail_locked;
+    }
+    mp->sched = s;
+    mp->id = s->mcount++;
+    mp->spinning = spinning;
+    mp->nextp = pp;
+    mp->alllink = s->allm;
+    s->allm = mp;
+    /* Created under the lock, so the exit protocol never sees a half-made
+     * M in allm. Thread creation is rare: only when no parked M exists. */
+    if (pthread_create(&mp->thread, NULL, mstart, mp) != 0) {
+        s->allm = mp->alllink;
+        s->mcount--;
+        free(mp);
+        pidleput(s, pp);
+        goto fail_locked;
+    }
+    gmp__unlock(&s->lock);
+    return;
+
+fail_locked:
+    gmp__unlock(&s->lock);
+    if (spinning)
+        /* Relaxed: nobody spins for this start; a later wakep() re-reads
+         * the count after its own barrier. */
+        atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
+}
+
+/* Tries to start a spinning M if a P is idle and nobody is spinning. The
+ * caller has published its work and issued gmp__storeload_fence().
+ * Context: any. */
+void gmp__wakep(struct schedt *s)
+{
+    /* Relaxed loads, ordered after the caller's full barrier. */
+    if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0)
+        return;
+    int32_t zero = 0;
+    if (atomic_load_explicit(&s->nmspinning, memory_order_relaxed) != 0 ||
+        !atomic_compare_exchange_strong_explicit(&s->nmspinning, &zero, 1,
+                                                 memory_order_seq_cst,
+                                                 memory_order_relaxed))
+        return;
+    startm(s, NULL, true);
+}
+
+/* Parks mp until startm hands it a P (or the runtime exits). Context: g0,
+ * mp holds no P. */
+static void stopm(struct schedt *s, struct m *mp)
+{
+    gmp__lock(&s->lock);
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+        gmp__unlock(&s->lock);
+        return;
+    }
+    mp->schedlink = s->midle;
+    s->midle = mp;
+    s->nmidle++;
+    gmp__unlock(&s->lock);
+    gmp__notesleep(&mp->park);
+    gmp__noteclear(&mp->park);
+    if (mp->nextp) {
+        gmp__acquirep(mp, mp->nextp);
+        mp->nextp = NULL;
+    }
+}
+
+/* A spinning M found work: stop spinning, and let another M take up the
+ * search if none is left spinning. Context: g0. */
+static void resetspinning(struct schedt *s, struct m *mp)
+{
+    mp->spinning = false;
+    /* Seq_cst RMW, then the barrier for wakep's loads. */
+    atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_seq_cst);
+    gmp__storeload_fence();
+    gmp__wakep(s);
+}
+
+/* ---- Finding work ------------------------------------------------------- */
+
+/* Visits every P but pp in a random order: start anywhere, step by a
+ * number coprime to procs (Go's randomOrder), four rounds, runnext only in
+ * the last. */
+static struct g *stealwork(struct schedt *s, struct m *mp)
+{
+    struct p *pp = mp->p;
+    uint32_t n = (uint32_t)s->procs;
+    for (int i = 0; i < GMP_STEAL_TRIES; i++) {
+        bool stealnext = i == GMP_STEAL_TRIES - 1;
+        uint32_t r = gmp__fastrand(mp);
+        uint32_t pos = r % n;
+        uint32_t inc = s->coprimes[(r >> 16) % s->ncoprimes];
+        for (uint32_t k = 0; k < n; k++, pos = (pos + inc) % n) {
+            struct p *victim = &s->allp[pos];
+            if (victim == pp)
+                continue;
+            struct g *gp = gmp__runqsteal(pp, victim, stealnext);
+            if (gp)
+                return gp;
+        }
+        if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Finds a runnable G, blocking (parked) until there is one. Returns NULL
+ * when the runtime exits. On return with a G, mp holds a P.
+ * Context: g0; mp holds a P on entry. */
+static struct g *findrunnable(struct schedt *s, struct m *mp, bool *inherit)
+{
+    struct g *gp;
+top:
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+        return NULL;
+    if (!mp->p) {                   /* woken by the exit broadcast */
+        stopm(s, mp);
+        goto top;
+    }
+    struct p *pp = mp->p;
+    if ((gp = gmp__runqget(pp, inherit)))
+        return gp;
+    *inherit = false;
+    if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
+        gmp__lock(&s->lock);
+        gp = gmp__globrunqget(s, pp, 0);
+        gmp__unlock(&s->lock);
+        if (gp)
+            return gp;
+    }
+
+    /* Steal, unless too many Ms are already spinning. */
+    int32_t busy = s->procs -
+        atomic_load_explicit(&s->npidle, memory_order_relaxed);
+    if (mp->spinning ||
+        2 * atomic_load_explicit(&s->nmspinning, memory_order_relaxed) < busy) {
+        if (!mp->spinning) {
+            mp->spinning = true;
+            /* Relaxed: a count; the barriers that matter are on leaving. */
+            atomic_fetch_add_explicit(&s->nmspinning, 1, memory_order_relaxed);
+        }
+        if ((gp = stealwork(s, mp)))
+            return gp;
+    }
+
+    /* Nothing anywhere: give up the P. */
+    gmp__lock(&s->lock);
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+        gmp__unlock(&s->lock);
+        return NULL;
+    }
+    if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
+        gp = gmp__globrunqget(s, pp, 0);
+        gmp__unlock(&s->lock);
+        return gp;
+    }
+    releasep(mp);
+    pidleput(s, pp);
+    gmp__unlock(&s->lock);
+
+    if (mp->spinning) {
+        mp->spinning = false;
+        /* Leave spinning: decrement, full barrier, re-check every queue.
+         * Pairs with the barrier before wakep(): we see the submitter's
+         * work, or it sees nmspinning == 0 and wakes an M. */
+        atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_seq_cst);
+        gmp__storeload_fence();
+        bool work = atomic_load_explicit(&s->runqsize,
+                                         memory_order_relaxed) != 0;
+        for (int i = 0; i < s->procs && !work; i++)
+            work = !gmp__runqempty(&s->allp[i]);
+        if (work) {
+            gmp__lock(&s->lock);
+            pp = pidleget(s);
+            gmp__unlock(&s->lock);
+            if (pp) {
+                gmp__acquirep(mp, pp);
+                mp->spinning = true;
+                /* Relaxed: as when we started spinning. */
+                atomic_fetch_add_explicit(&s->nmspinning, 1,
+                                          memory_order_relaxed);
+                goto top;
+            }
+            /* No idle P: every P is busy, and its M will find the work. */
+        }
+    }
+    stopm(s, mp);
+    goto top;
+}
+
+/* Picks the next G to run, in Go's order. Returns NULL when the runtime
+ * exits. Context: g0, mp holds a P. */
+static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
+{
+    struct g *gp = NULL;
+    if (GMP_UNLIKELY(atomic_load_explicit(&s->exiting, memory_order_relaxed)))
+        return NULL;
+    struct p *pp = mp->p;
+    /* Every 61st tick, one G from the global queue, so that two Gs
+     * readying each other cannot starve it. */
+    if (pp->schedtick % GMP_GLOBAL_TICK == 0 &&
+        atomic_load_explicit(&s->runqsize, memory_order_relaxed) > 0) {
+        gmp__lock(&s->lock);
+        gp = gmp__globrunqget(s, pp, 1);
+        gmp__unlock(&s->lock);
+        *inherit = false;
+    }
+    if (!gp)
+        gp = gmp__runqget(pp, inherit);
+    if (!gp)
+        gp = findrunnable(s, mp, inherit);
+    if (gp && mp->spinning)
+        resetspinning(s, mp);
+    return gp;
+}
+
+/* ---- Switching ---------------------------------------------------------- */
+
+/* First frame of every G (entered through gmp__ctx_start). It never
+ * returns: when fn does, it switches to g0 for the last time with SW_EXIT.
+ * That switch is written out here rather than through gmp__mcall so that
+ * exactly one frame, this one, is left unreturned on the G's stack: TSan's
+ * shadow call stack of the fiber (reused by the next G on this stack) is
+ * popped by hand for it, and would otherwise grow with every G. */
+static void gentry(void *arg, void *g0sp)
+{
+    struct g *gp = arg;
+    struct m *mp = gmp__getm();
+    mp->g0ctx.sp = g0sp;
+    GMP_ASAN_FINISH(NULL, &mp->g0_stack_bottom, &mp->g0_stack_size);
+
+    gp->fn(gp->arg);
+
+    mp = gmp__getm();               /* fn may have moved us to another M */
+    mp->swreason = SW_EXIT;
+    GMP_ASAN_START(NULL, mp->g0_stack_bottom, mp->g0_stack_size);
+#ifdef GMP_TSAN
+    GMP_TSAN_FUNC_EXIT();
+#endif
+    GMP_TSAN_SWITCH(mp->g0_tsan_fiber);
+    gmp__ctx_jump(mp->g0ctx.sp);
+    gmp__throw("dead goroutine resumed");
+}
+
+/* Switches from gp (running on mp) to mp's g0, which acts on why. Returns
+ * when gp is resumed, possibly on another M: re-read gmp__getm() after.
+ * Context: any G (gp is the caller). */
+void gmp__mcall(struct m *mp, struct g *gp, enum swreason why)
+{
+    mp->swreason = why;
+    GMP_ASAN_START(&gp->asan_fake, mp->g0_stack_bottom, mp->g0_stack_size);
+    GMP_TSAN_SWITCH(mp->g0_tsan_fiber);
+    void *g0sp = gmp__ctx_jump(mp->g0ctx.sp);
+    /* Resumed by some M's g0, whose stack pointer we keep for the next
+     * switch back. */
+    struct m *now = gmp__getm();
+    now->g0ctx.sp = g0sp;
+    GMP_ASAN_FINISH(gp->asan_fake, &now->g0_stack_bottom,
+                    &now->g0_stack_size);
+}
+
+/* Runs gp on mp until it switches back. Context: g0, mp holds a P. */
+static void execute(struct schedt *s, struct m *mp, struct g *gp,
+                    bool inherit)
+{
+    struct p *pp = mp->p;
+    mp->curg = gp;
+    gp->m = mp;
+    /* Relaxed: informational (gmp_dump, assertions). */
+    atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+    if (!inherit)
+        pp->schedtick++;
+    if (!gp->stk) {
+        gp->stk = gmp__stackalloc(s, pp);
+        if (GMP_UNLIKELY(!gp->stk))
+            gmp__throw("out of memory: cannot allocate a goroutine stack");
+        gmp__ctx_make(&gp->ctx, gstack_hi(gp->stk), gentry, gp);
+    }
+    /* Relaxed: a hint for the exit protocol (lifecycle.c), which decides
+     * under sched.lock and tolerates a stale value. */
+    atomic_store_explicit(&mp->ing, 1, memory_order_relaxed);
+#ifdef GMP_ASAN
+    void *fake = NULL;
+    GMP_ASAN_START(&fake, gp->stk->lo,
+                   (size_t)(gstack_hi(gp->stk) - gp->stk->lo));
+#endif
+    GMP_TSAN_SWITCH(gp->stk->tsan_fiber);
+    /* g0 is resumed only by the G it runs: what comes back is gp's sp,
+     * stored only now that gp has left its stack. */
+    gp->ctx.sp = gmp__ctx_jump(gp->ctx.sp);
+#ifdef GMP_ASAN
+    GMP_ASAN_FINISH(fake, NULL, NULL);
+#endif
+    atomic_store_explicit(&mp->ing, 0, memory_order_relaxed);
+    mp->curg = NULL;
+}
+
+/* gmp_yield on g0: gp goes to the global queue's tail. When the local queue
+ * is empty, schedule() would go straight to the global queue anyway, so
+ * the batch is taken under the same lock. */
+static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
+                           bool *inherit)
+{
+    struct p *pp = mp->p;
+    struct g *next = NULL;
+    gp->m = NULL;
+    /* Relaxed: informational; the queue's lock orders the handover. */
+    atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__lock(&s->lock);
+    gmp__globrunqput(s, gp);
+    if (!atomic_load_explicit(&s->exiting, memory_order_relaxed) &&
+        atomic_load_explicit(&pp->runnext, memory_order_relaxed) == NULL &&
+        atomic_load_explicit(&pp->runqhead, memory_order_relaxed) ==
+            atomic_load_explicit(&pp->runqtail, memory_order_relaxed))
+        next = gmp__globrunqget(s, pp, 0);
+    gmp__unlock(&s->lock);
+    if (next) {
+        pp->schedtick++;            /* a scheduling round, as schedule() */
+        *inherit = true;            /* ... counted already */
+        return next;
+    }
+    return schedule(s, mp, inherit);
+}
+
+/* A G finished: free its stack to pp's cache and the G to the free list.
+ * Context: g0, owner of pp. */
+static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
+{
+    struct p *pp = mp->p;
+    /* Relaxed: informational. */
+    atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
+    /* Frames the G left behind stay poisoned; the next G on this stack
+     * must not trip over them. */
+    GMP_ASAN_UNPOISON(gp->ctx.sp,
+                      (size_t)(gstack_hi(gp->stk) - (char *)gp->ctx.sp));
+    gmp__stackfree(s, pp, gp->stk);
+    gp->stk = NULL;
+    gp->m = NULL;
+    /* Relaxed, owner-only counter: readers want a snapshot (see struct p). */
+    atomic_store_explicit(&pp->nexited,
+                          atomic_load_explicit(&pp->nexited,
+                                               memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    bool wasmain = gp == s->maing;
+    gmp__gfput(s, pp, gp);
+    if (GMP_UNLIKELY(wasmain)) {
+        s->maing = NULL;
+        /* Release: whoever sees exiting sees everything main did. */
+        atomic_store_explicit(&s->exiting, 1, memory_order_release);
+        gmp__pidle_wakeall(s);
+        gmp__notewakeup(&s->main_done);
+    }
+}
+
+void gmp__mloop(struct m *mp)
+{
+    struct schedt *s = mp->sched;
+    bool inherit = false;
+    struct g *gp = schedule(s, mp, &inherit);
+    while (gp) {
+        execute(s, mp, gp, inherit);
+        switch (mp->swreason) {
+        case SW_YIELD:
+            gp = gosched_m(s, mp, gp, &inherit);
+            continue;
+        case SW_PARK:
+            /* Waiting before the callback runs: once it unlocks, a waker
+             * may ready gp at once. Relaxed: the wait queue's lock orders
+             * it for the waker. */
+            atomic_store_explicit(&gp->status, G_WAITING,
+                                  memory_order_relaxed);
+            gp->m = NULL;
+            if (mp->waitunlockf && !mp->waitunlockf(gp, mp->waitlock)) {
+                /* The wait was called off: run gp again at once. */
+                inherit = true;
+                continue;
+            }
+            break;
+        case SW_EXIT:
+            goexit0(s, mp, gp);
+            break;
+        default:
+            gmp__throw("g0: unknown switch reason");
+        }
+        gp = schedule(s, mp, &inherit);
+    }
+}

@@ -1,0 +1,43 @@
+/*
+ * throw.c - fatal errors: one line on stderr, then abort. Usable from a
+ * signal handler (write(2) only, no allocation, no stdio).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+static void put(const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0)
+            return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+_Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn)
+{
+    static const char head[] = "gmprt: fatal error: ";
+    char num[24];
+    size_t i = sizeof num;
+    put(head, sizeof head - 1);
+    put(msg, strlen(msg));
+    if (hasn) {
+        do {
+            num[--i] = (char)('0' + n % 10);
+            n /= 10;
+        } while (n > 0);
+        put(num + i, sizeof num - i);
+    }
+    put("\n", 1);
+    abort();
+}
+
+_Noreturn void gmp__throw(const char *msg)
+{
+    gmp__fatal(msg, 0, false);
+}
