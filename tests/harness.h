@@ -1,0 +1,324 @@
+/*
+ * harness.h - what every gmprt test shares: cmocka, deadline-bounded waits,
+ * group fixtures that start a runtime with a given number of Ps, the
+ * sanitizer scale, and a forked-child runner for promised crashes.
+ *
+ * Rules the tests follow (STYLE.md, "Tests"):
+ *   - Assert on the test's own thread only. A cmocka assert longjmps to
+ *     the test function's stack; from a goroutine or another thread that
+ *     is undefined. Goroutines record into atomics; the test thread waits
+ *     (h_wait, or gmp_wg_wait: the test thread is a plain OS thread) and
+ *     then asserts.
+ *   - Wait on conditions, never on sleeps. The deadline of h_wait only
+ *     turns a hang into a failure; it is no timing claim.
+ *   - Promised crashes (stack overflow, fatal errors) run in a forked
+ *     child (h_fork), forked while no runtime runs in the parent.
+ * Everything here is static: each test binary includes it once.
+ */
+#ifndef GMP_TEST_HARNESS_H
+#define GMP_TEST_HARNESS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gmprt.h"
+
+#define H_UNUSED __attribute__((unused))
+
+/* ---- Sanitizers --------------------------------------------------------- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define H_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define H_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) && !defined(H_ASAN)
+#define H_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer) && !defined(H_TSAN)
+#define H_TSAN 1
+#endif
+#endif
+
+#if defined(H_ASAN) || defined(H_TSAN)
+#define H_SANITIZED 1
+#else
+#define H_SANITIZED 0
+#endif
+
+/* Sanitized builds run 5-15x slower: counts shrink a hundredfold there
+ * (10^6 becomes 10^4), never below 1. */
+#define H_SCALE(n) (H_SANITIZED ? ((n) / 100 > 0 ? (n) / 100 : 1) : (n))
+
+/* Goroutines alive at the same time. Under TSan every goroutine stack is
+ * a TSan fiber, which TSan counts as a thread until the runtime stops; it
+ * dies past 8128 threads. Tests that keep many goroutines alive at once
+ * stay far below that there. */
+#if defined(H_TSAN)
+#define H_LIVE(n) ((n) < 2000 ? (n) : 2000)
+#else
+#define H_LIVE(n) H_SCALE(n)
+#endif
+
+/* How long h_wait waits before it calls a wait a hang. Far beyond any
+ * healthy run on a loaded 2-core CI machine, and below the ctest TIMEOUT
+ * of every binary, so a hang is reported by the test that hung. */
+#define H_DEADLINE_NS ((int64_t)(H_SANITIZED ? 240 : 60) * 1000000000LL)
+
+/* ---- Time and waiting --------------------------------------------------- */
+
+static H_UNUSED int64_t h_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One step of a polling loop: a few sched_yield()s first (the condition is
+ * often met within microseconds), then sleeps growing to 1 ms so that a
+ * long wait leaves the CPUs to the threads it waits for. */
+static H_UNUSED void h_backoff(unsigned *step)
+{
+    if (*step < 64) {
+        sched_yield();
+    } else {
+        unsigned k = *step - 64;
+        long ns = 20000L << (k < 6 ? k : 6);        /* 20 us .. 1.28 ms */
+        struct timespec ts = {0, ns > 1000000L ? 1000000L : ns};
+        nanosleep(&ts, NULL);
+    }
+    (*step)++;
+}
+
+/* Waits until pred(arg) is true, at most timeout_ns. Returns 0, or -1
+ * (printing what). Context: the test thread (a plain OS thread). */
+static H_UNUSED int h_wait_until_ns(bool (*pred)(void *), void *arg,
+                                    const char *what, int64_t timeout_ns)
+{
+    int64_t deadline = h_now() + timeout_ns;
+    unsigned step = 0;
+    while (!pred(arg)) {
+        if (h_now() > deadline) {
+            fprintf(stderr, "h_wait: timed out waiting for %s\n", what);
+            return -1;
+        }
+        h_backoff(&step);
+    }
+    return 0;
+}
+
+/* h_wait_until_ns with the standard deadline. */
+static H_UNUSED int h_wait_until(bool (*pred)(void *), void *arg,
+                                 const char *what)
+{
+    return h_wait_until_ns(pred, arg, what, H_DEADLINE_NS);
+}
+
+/* Waits until *ctr reaches want (>= want: a counter that overshoots is
+ * the caller's to assert on), at most timeout_ns. Returns 0, or -1. */
+static H_UNUSED int h_wait_ns(_Atomic int64_t *ctr, int64_t want,
+                              int64_t timeout_ns)
+{
+    int64_t deadline = h_now() + timeout_ns;
+    unsigned step = 0;
+    while (atomic_load(ctr) < want) {
+        if (h_now() > deadline) {
+            fprintf(stderr, "h_wait: timed out at %lld of %lld\n",
+                    (long long)atomic_load(ctr), (long long)want);
+            return -1;
+        }
+        h_backoff(&step);
+    }
+    return 0;
+}
+
+/* h_wait_ns with the standard deadline: the usual way to wait. */
+static H_UNUSED int h_wait(_Atomic int64_t *ctr, int64_t want)
+{
+    return h_wait_ns(ctr, want, H_DEADLINE_NS);
+}
+
+static H_UNUSED bool h_no_goroutines(void *arg)
+{
+    (void)arg;
+    return gmp_num_goroutines() == 0;
+}
+
+/* Waits until gmp_num_goroutines() is 0: goroutines that recorded their
+ * result may still be on their way out. */
+static H_UNUSED int h_wait_quiet(void)
+{
+    return h_wait_until(h_no_goroutines, NULL, "gmp_num_goroutines() == 0");
+}
+
+/* ---- Group fixtures ----------------------------------------------------- */
+
+struct h_env {
+    int procs;              /* Ps of the runtime the group started */
+};
+
+static H_UNUSED int h_up(void **state, int procs)
+{
+    static struct h_env envs[5];
+    static int next;
+    struct h_env *env = &envs[next++ % 5];
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = procs;
+    int err = gmp_init(&cfg);
+    if (err != 0) {
+        fprintf(stderr, "gmp_init(procs=%d): %s\n", procs, gmp_strerror(err));
+        return -1;
+    }
+    env->procs = procs;
+    *state = env;
+    return 0;
+}
+
+static H_UNUSED int h_up_1(void **state) { return h_up(state, 1); }
+static H_UNUSED int h_up_2(void **state) { return h_up(state, 2); }
+static H_UNUSED int h_up_4(void **state) { return h_up(state, 4); }
+static H_UNUSED int h_up_8(void **state) { return h_up(state, 8); }
+
+/* gmp_shutdown waits for every goroutine, so a test that left one behind
+ * hangs here: the ctest TIMEOUT catches that. */
+static H_UNUSED int h_down(void **state)
+{
+    (void)state;
+    assert_int_equal(gmp_shutdown(), 0);
+    assert_int_equal(gmp_procs(), 0);
+    return 0;
+}
+
+/* ---- Forked children ---------------------------------------------------- */
+
+struct h_child {
+    int  status;            /* from waitpid */
+    bool timed_out;         /* killed by h_fork at the deadline */
+    char out[4096];         /* its stdout, NUL-terminated, truncated */
+    char err[16384];        /* its stderr, likewise */
+};
+
+static H_UNUSED void h_drain(int *fd, char *buf, size_t cap, size_t *len)
+{
+    char tmp[4096];
+    ssize_t r = read(*fd, tmp, sizeof tmp);
+    if (r <= 0) {
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            return;
+        close(*fd);
+        *fd = -1;
+        return;
+    }
+    size_t take = (size_t)r;
+    if (take > cap - 1 - *len)
+        take = cap - 1 - *len;
+    memcpy(buf + *len, tmp, take);
+    *len += take;
+    buf[*len] = '\0';
+}
+
+/* Runs fn(arg) in a forked child with its stdout and stderr captured, and
+ * waits for it to end (SIGKILL at the deadline). The child never returns
+ * into cmocka: it _exit(0)s if fn returns. Fork only while no runtime runs
+ * in this process (the child would inherit a runtime without threads).
+ * Returns 0, or -1 if fork or pipe failed. Context: the test thread. */
+static H_UNUSED int h_fork(void (*fn)(void *), void *arg, struct h_child *res)
+{
+    int po[2], pe[2];
+    memset(res, 0, sizeof *res);
+    if (pipe(po) != 0)
+        return -1;
+    if (pipe(pe) != 0) {
+        close(po[0]);
+        close(po[1]);
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]);
+        close(po[1]);
+        close(pe[0]);
+        close(pe[1]);
+        signal(SIGABRT, SIG_DFL);
+        fn(arg);
+        _exit(0);
+    }
+    close(po[1]);
+    close(pe[1]);
+    int fds[2] = {po[0], pe[0]};
+    size_t lens[2] = {0, 0};
+    int64_t deadline = h_now() + H_DEADLINE_NS;
+    while (fds[0] >= 0 || fds[1] >= 0) {
+        int64_t left_ms = (deadline - h_now()) / 1000000;
+        if (left_ms <= 0) {
+            kill(pid, SIGKILL);
+            res->timed_out = true;
+            break;
+        }
+        struct pollfd pf[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+        int n = poll(pf, 2, left_ms > 1000 ? 1000 : (int)left_ms);
+        if (n <= 0)
+            continue;
+        if (fds[0] >= 0 && pf[0].revents)
+            h_drain(&fds[0], res->out, sizeof res->out, &lens[0]);
+        if (fds[1] >= 0 && pf[1].revents)
+            h_drain(&fds[1], res->err, sizeof res->err, &lens[1]);
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    while (waitpid(pid, &res->status, 0) < 0 && errno == EINTR)
+        ;
+    return 0;
+}
+
+/* True when text holds line as a whole line (at its start or after a
+ * newline, and followed by a newline). */
+static H_UNUSED bool h_has_line(const char *text, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+        if ((p == text || p[-1] == '\n') && p[n] == '\n')
+            return true;
+    return false;
+}
+
+/* Asserts that a forked child died of sig; prints its stderr otherwise. */
+#define h_assert_killed_by(res, sig)                                        \
+    do {                                                                    \
+        if (!WIFSIGNALED((res)->status) ||                                  \
+            WTERMSIG((res)->status) != (sig))                               \
+            print_error("child status %#x (timed out %d); stderr:\n%s\n",  \
+                        (res)->status, (int)(res)->timed_out, (res)->err);  \
+        assert_false((res)->timed_out);                                     \
+        assert_true(WIFSIGNALED((res)->status));                            \
+        assert_int_equal(WTERMSIG((res)->status), (sig));                   \
+    } while (0)
+
+#endif /* GMP_TEST_HARNESS_H */

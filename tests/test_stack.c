@@ -1,0 +1,352 @@
+/*
+ * test_stack.c - goroutine stacks: a runaway recursion dies with the
+ * promised report naming the goroutine (in a forked child); a goroutine
+ * can use most of its configured stack; stacks are ABI-aligned and the
+ * floating-point control state is per goroutine; a million goroutines can
+ * be alive at once with the default configuration.
+ *
+ * Each test starts and stops its own runtime. The overflow tests fork, and
+ * run first, while no runtime (and no runtime thread) exists here.
+ */
+#include "harness.h"
+
+/* ---- Overflow ----------------------------------------------------------- */
+
+static volatile int never;          /* 0; the compiler cannot know */
+
+/* Recurses until the stack runs out: a non-tail call (the result is used
+ * after it) with a live buffer in every frame. */
+__attribute__((noinline)) static int deep(int n)
+{
+    volatile char buf[512];
+    buf[0] = (char)n;
+    buf[sizeof buf - 1] = (char)(n >> 8);
+    if (never)
+        return buf[0];
+    int r = deep(n + 1);
+    return r + buf[n & 511];
+}
+
+static void say_id(void)
+{
+    char line[64];
+    int len = snprintf(line, sizeof line, "id=%llu\n",
+                       (unsigned long long)gmp_id());
+    if (write(1, line, (size_t)len) != len)
+        _exit(97);
+}
+
+static void overflow_fn(void *arg)
+{
+    (void)arg;
+    say_id();
+    deep(0);
+    _exit(98);                      /* unreachable */
+}
+
+static void idle_fn(void *arg)
+{
+    (void)arg;
+}
+
+struct ovf {
+    size_t stack_size;
+    int procs;
+    bool use_main;                  /* gmp_main, else gmp_init + gmp_go */
+};
+
+static void overflow_child(void *arg)
+{
+    struct ovf *o = arg;
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = o->procs;
+    cfg.stack_size = o->stack_size;
+    if (o->use_main) {
+        gmp_main(overflow_fn, NULL, &cfg);
+        _exit(3);
+    }
+    if (gmp_init(&cfg) != 0)
+        _exit(4);
+    for (int i = 0; i < 5; i++)     /* so the id is not simply 1 */
+        gmp_go(idle_fn, NULL);
+    gmp_go(overflow_fn, NULL);
+    for (int i = 0; i < 600; i++)   /* the abort ends this */
+        sleep(1);
+    _exit(5);
+}
+
+static void check_overflow(struct ovf *o)
+{
+    struct h_child res;
+    assert_int_equal(h_fork(overflow_child, o, &res), 0);
+    print_message("child stdout: %s", res.out);
+    h_assert_killed_by(&res, SIGABRT);
+    unsigned long long id = 0;
+    assert_int_equal(sscanf(res.out, "id=%llu", &id), 1);
+    assert_true(id != 0);
+    char want[128];
+    snprintf(want, sizeof want,
+             "gmprt: fatal error: stack overflow in goroutine %llu", id);
+    if (!h_has_line(res.err, want))
+        print_error("stderr lacks \"%s\":\n%s\n", want, res.err);
+    assert_true(h_has_line(res.err, want));
+}
+
+static void skip_under_asan(void)
+{
+#ifdef H_ASAN
+    /* ASan owns SIGSEGV and reports the overflow its own way. */
+    skip();
+#endif
+}
+
+static void test_stack_overflow_in_main_reports_id(void **state)
+{
+    skip_under_asan();
+    struct ovf o = {0, 1, true};
+    check_overflow(&o);
+}
+
+static void test_stack_overflow_in_goroutine_reports_id(void **state)
+{
+    skip_under_asan();
+    struct ovf o = {0, 2, false};
+    check_overflow(&o);
+}
+
+static void test_stack_overflow_small_stack_reports_id(void **state)
+{
+    skip_under_asan();
+    struct ovf o = {64 * 1024, 2, false};
+    check_overflow(&o);
+}
+
+static void test_stack_overflow_big_stack_reports_id(void **state)
+{
+    skip_under_asan();
+    struct ovf o = {4 << 20, 1, true};
+    check_overflow(&o);
+}
+
+/* ---- Usable size, alignment, fp control --------------------------------- */
+
+/* Recurses until frames span target bytes below top; returns the span. */
+__attribute__((noinline)) static long dig(char *top, long target)
+{
+    volatile char buf[256];
+    buf[0] = 1;
+    long used = (long)(top - (char *)__builtin_frame_address(0));
+    if (used >= target)
+        return used;
+    return dig(top, target) + buf[0] - 1;
+}
+
+static struct {
+    long target;
+    _Atomic int64_t used;
+    _Atomic int64_t done;
+} digres;
+
+static void dig_fn(void *arg)
+{
+    (void)arg;
+    atomic_store(&digres.used,
+                 dig(__builtin_frame_address(0), digres.target));
+    atomic_fetch_add(&digres.done, 1);
+}
+
+/* A goroutine can use three quarters of stack_size (which includes the
+ * guard and the stack's own header), for the default and other sizes,
+ * again and again on recycled stacks. */
+static void test_stack_three_quarters_usable(void **state)
+{
+#ifdef H_TSAN
+    /* TSan's per-fiber trace handling stalls on recursion megabytes deep;
+     * the small sizes still check the bound. */
+    static const size_t sizes[] = {0, 64 * 1024};
+#else
+    static const size_t sizes[] = {0, 64 * 1024, 1 << 20, 8 << 20};
+#endif
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        gmp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.procs = 2;
+        cfg.stack_size = sizes[i];
+        size_t eff = sizes[i] ? sizes[i] : 256 * 1024;
+        memset(&digres, 0, sizeof digres);
+        digres.target = (long)(eff / 4 * 3);
+        assert_int_equal(gmp_init(&cfg), 0);
+        for (int k = 0; k < 8; k++)
+            assert_int_equal(gmp_go(dig_fn, NULL), 0);
+        assert_int_equal(h_wait(&digres.done, 8), 0);
+        assert_int_equal(gmp_shutdown(), 0);
+        assert_true(atomic_load(&digres.used) >= digres.target);
+    }
+}
+
+static _Atomic int64_t align_bad, align_done;
+
+__attribute__((noinline)) static void check_align(void)
+{
+    _Alignas(16) volatile char x[16];
+    x[0] = 0;
+    if ((uintptr_t)x % 16 != 0)
+        atomic_fetch_add(&align_bad, 1);
+}
+
+static void align_fn(void *arg)
+{
+    (void)arg;
+    check_align();
+    gmp_yield();
+    check_align();
+    gmp_yield();
+    check_align();
+    atomic_fetch_add(&align_done, 1);
+}
+
+/* The SysV ABI's 16-byte stack alignment holds in a goroutine's first
+ * frame and after every resumption. */
+static void test_stack_aligned_16(void **state)
+{
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = 2;
+    atomic_store(&align_bad, 0);
+    atomic_store(&align_done, 0);
+    assert_int_equal(gmp_init(&cfg), 0);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(gmp_go(align_fn, NULL), 0);
+    assert_int_equal(h_wait(&align_done, 100), 0);
+    assert_int_equal(gmp_shutdown(), 0);
+    assert_int_equal(atomic_load(&align_bad), 0);
+}
+
+#if defined(__x86_64__)
+#define MXCSR_RC_MASK 0x6000u       /* rounding control */
+#define MXCSR_RC_UP   0x4000u
+
+static struct {
+    _Atomic int step;
+    unsigned setter_after, fresh_seen;
+    _Atomic int64_t done;
+} fp;
+
+static void fp_fresh(void *arg)
+{
+    (void)arg;
+    fp.fresh_seen = __builtin_ia32_stmxcsr();
+    atomic_store(&fp.step, 2);
+    atomic_fetch_add(&fp.done, 1);
+}
+
+static void fp_setter(void *arg)
+{
+    (void)arg;
+    unsigned v = __builtin_ia32_stmxcsr();
+    __builtin_ia32_ldmxcsr((v & ~MXCSR_RC_MASK) | MXCSR_RC_UP);
+    gmp_go(fp_fresh, NULL);
+    while (atomic_load(&fp.step) != 2)
+        gmp_yield();
+    fp.setter_after = __builtin_ia32_stmxcsr();
+    __builtin_ia32_ldmxcsr(v);
+    atomic_fetch_add(&fp.done, 1);
+}
+#endif
+
+/* MXCSR is part of a goroutine's context: one that set round-up keeps it
+ * across switches, one that starts meanwhile on the same P starts with
+ * the default (round to nearest). */
+static void test_stack_fp_control_is_per_goroutine(void **state)
+{
+#if defined(__x86_64__)
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = 1;
+    memset(&fp, 0, sizeof fp);
+    assert_int_equal(gmp_init(&cfg), 0);
+    assert_int_equal(gmp_go(fp_setter, NULL), 0);
+    assert_int_equal(h_wait(&fp.done, 2), 0);
+    assert_int_equal(gmp_shutdown(), 0);
+    assert_int_equal(fp.setter_after & MXCSR_RC_MASK, MXCSR_RC_UP);
+    assert_int_equal(fp.fresh_seen & MXCSR_RC_MASK, 0);
+#else
+    skip();
+#endif
+}
+
+/* ---- A million at once ------------------------------------------------- */
+
+static struct {
+    long n;
+    _Atomic int64_t started, finished, errs;
+    _Atomic int release;
+} mil;
+
+static void mil_fn(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add_explicit(&mil.started, 1, memory_order_relaxed);
+    while (!atomic_load_explicit(&mil.release, memory_order_relaxed))
+        gmp_yield();
+    atomic_fetch_add_explicit(&mil.finished, 1, memory_order_relaxed);
+}
+
+static void mil_spawner(void *arg)
+{
+    (void)arg;
+    for (long i = 0; i < mil.n; i++)
+        if (gmp_go(mil_fn, NULL) != 0)
+            atomic_fetch_add(&mil.errs, 1);
+}
+
+static bool mil_all_started(void *arg)
+{
+    (void)arg;
+    return atomic_load(&mil.started) + atomic_load(&mil.errs) >= mil.n;
+}
+
+/*
+ * 10^6 goroutines alive at once with the default configuration: each
+ * counts itself started, then yields until released. Once all have
+ * started, every one holds a stack at the same time (several GB of
+ * mostly untouched reservations). Then all are released and finish.
+ */
+static void test_stack_million_alive_at_once(void **state)
+{
+    memset(&mil, 0, sizeof mil);
+    mil.n = H_LIVE(1000000L);
+    int64_t t0 = h_now();
+    assert_int_equal(gmp_init(NULL), 0);
+    assert_int_equal(gmp_go(mil_spawner, NULL), 0);
+    /* Minutes on a slow VM: every stack's first touch is a page fault. */
+    assert_int_equal(h_wait_until_ns(mil_all_started, NULL, "all started",
+                                     5 * H_DEADLINE_NS), 0);
+    assert_int_equal(atomic_load(&mil.errs), 0);
+    assert_int_equal(atomic_load(&mil.started), mil.n);
+    assert_int_equal(atomic_load(&mil.finished), 0);
+    int64_t t1 = h_now();
+    assert_true(gmp_num_goroutines() >= mil.n);
+    atomic_store(&mil.release, 1);
+    assert_int_equal(h_wait_ns(&mil.finished, mil.n, 5 * H_DEADLINE_NS), 0);
+    assert_int_equal(gmp_shutdown(), 0);
+    print_message("%ld goroutines: all alive after %.2f s, done after "
+                  "%.2f s\n", mil.n, (double)(t1 - t0) / 1e9,
+                  (double)(h_now() - t0) / 1e9);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_stack_overflow_in_main_reports_id),
+        cmocka_unit_test(test_stack_overflow_in_goroutine_reports_id),
+        cmocka_unit_test(test_stack_overflow_small_stack_reports_id),
+        cmocka_unit_test(test_stack_overflow_big_stack_reports_id),
+        cmocka_unit_test(test_stack_three_quarters_usable),
+        cmocka_unit_test(test_stack_aligned_16),
+        cmocka_unit_test(test_stack_fp_control_is_per_goroutine),
+        cmocka_unit_test(test_stack_million_alive_at_once),
+    };
+    return cmocka_run_group_tests_name("stack", t, NULL, NULL);
+}
