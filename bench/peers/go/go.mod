@@ -1,0 +1,3 @@
+module gmprtbench
+
+go 1.19

@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+#
+# run.sh - builds gmprt's benchmark program and its peers, runs the suite
+# defined in docs/BENCHMARKS.md (summarised in bench/README.md) and prints a
+# markdown table of medians with the ratio gmprt / peer.
+#
+# Usage: bench/run.sh [-r RUNS] [-b BUILD_DIR] [case ...]
+#   -r RUNS       runs per program, case and procs setting (default 5)
+#   -b BUILD_DIR  CMake build directory (default build-bench, relative to the
+#                 repository root); the peers are built under it too
+#   case ...      default: switch yield spawn steal
+#
+# Programs, all run as `<prog> <name> <procs|all> [port]`:
+#   gmprt  $BUILD_DIR/bench/gmprt-bench (CMake, Release)
+#   Go     bench/peers/go, built with `go build` (skipped if go is missing)
+#   Boost  bench/peers/boost/switch.cpp, the peer for `switch` only (skipped
+#          without boost/context headers or libboost_context)
+# Each program prints lines `bench=<name> procs=<P> n=<n> value=<v> unit=<u>`.
+# For each case and procs setting the runs alternate gmprt, peer, gmprt, ...
+# A program that is missing, fails (non-zero exit, timeout) or leaves out a
+# unit in any run gets `-` in that cell; the suite goes on.
+#
+# Environment: BENCH_TIMEOUT (seconds per run, default 600).
+# Needs bash, awk, sort; cmake and a C compiler for gmprt. No Python.
+
+set -u
+
+usage() {
+    echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [case ...]" >&2
+    exit 2
+}
+
+RUNS=5
+BUILD_DIR=build-bench
+while getopts "r:b:h" opt; do
+    case $opt in
+    r) RUNS=$OPTARG ;;
+    b) BUILD_DIR=$OPTARG ;;
+    *) usage ;;
+    esac
+done
+shift $((OPTIND - 1))
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: RUNS must be >= 1" >&2; usage; }
+CASES=("$@")
+[ ${#CASES[@]} -gt 0 ] || CASES=(switch yield spawn steal)
+TIMEOUT=${BENCH_TIMEOUT:-600}
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
+OUT=$BUILD_DIR/bench-peers     # peers' binaries, build logs, raw results
+mkdir -p "$OUT" || exit 1
+
+note() { echo "run.sh: $*" >&2; }
+
+# ---- build ------------------------------------------------------------
+
+GMPRT=$BUILD_DIR/bench/gmprt-bench
+GO_BIN=$OUT/go-bench
+BOOST_BIN=$OUT/boost-switch
+
+if ! command -v cmake >/dev/null; then
+    note "cmake not found; gmprt column will be '-'"
+    GMPRT=
+elif ! { cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release &&
+         cmake --build "$BUILD_DIR" -j; } >"$OUT/gmprt-build.log" 2>&1; then
+    # A binary left by an earlier build would be stale: do not time it.
+    note "gmprt build failed (see $OUT/gmprt-build.log);" \
+         "gmprt column will be '-'"
+    GMPRT=
+fi
+if [ -n "$GMPRT" ] && [ ! -x "$GMPRT" ]; then
+    note "no $GMPRT after the build; gmprt column will be '-'"
+    GMPRT=
+fi
+
+rm -f "$GO_BIN" "$BOOST_BIN"
+if ! command -v go >/dev/null; then
+    note "go not found (Debian: golang-go); Go column will be '-'"
+else
+    # go needs a writable build cache; HOME may not be.
+    if [ -z "${GOCACHE:-}" ] && ! { [ -n "${HOME:-}" ] && [ -w "$HOME" ]; }
+    then
+        export GOCACHE=$OUT/go-cache GOPATH=$OUT/go-path
+    fi
+    # The peer has no dependencies: never reach for the network.
+    if ! (cd bench/peers/go &&
+          GOPROXY=off GOTOOLCHAIN=local go build -o "$GO_BIN" .) \
+            >"$OUT/go-build.log" 2>&1; then
+        note "Go peer build failed (see $OUT/go-build.log)"
+    fi
+fi
+[ -x "$GO_BIN" ] || GO_BIN=
+
+if ! command -v g++ >/dev/null; then
+    note "g++ not found; Boost.Context peer skipped"
+elif ! echo '#include <boost/context/detail/fcontext.hpp>' |
+        g++ -fsyntax-only -x c++ - >/dev/null 2>&1; then
+    note "boost/context headers not found (Debian: libboost-context-dev);" \
+         "Boost.Context peer skipped"
+elif ! g++ -O2 -o "$BOOST_BIN" bench/peers/boost/switch.cpp \
+        -lboost_context >"$OUT/boost-build.log" 2>&1; then
+    note "Boost.Context peer build failed, libboost_context missing?" \
+         "(see $OUT/boost-build.log)"
+fi
+[ -x "$BOOST_BIN" ] || BOOST_BIN=
+
+# ---- what each case runs ----------------------------------------------
+
+# procs settings per case (BENCHMARKS.md's table).
+procs_for() {
+    case $1 in
+    switch | yield | syscall) echo 1 ;;
+    spawn | pingpong | chan | steal) echo 1 all ;;
+    skynet | mpmc | mutex | timers | idle | pool | spawnwork) echo all ;;
+    esac
+}
+
+# The units a case reports, one table row each, in this order.
+units_for() {
+    case $1 in
+    switch) echo ns/switch ;;
+    yield) echo ns/yield ;;
+    spawn) echo ns/goroutine ;;
+    skynet | steal) echo ms ;;
+    pingpong) echo ns/roundtrip ;;
+    chan | mpmc) echo ns/item ;;
+    mutex) echo ns/op ;;
+    timers) echo ms us_late ;;
+    idle) echo bytes/goroutine ;;
+    syscall) echo ns/syscall slowdown ;;
+    pool | spawnwork) echo ms KiB ;;
+    esac
+}
+
+# ---- runs --------------------------------------------------------------
+
+# Every accepted result line becomes "<rt> <case> <procs> <unit> <value> <P>"
+# in $RESULTS (rt: gmprt or peer; procs as asked: 1 or all; P as printed).
+RESULTS=$OUT/results.txt
+RAW=$OUT/raw.txt
+: >"$RESULTS"
+: >"$RAW"
+
+TIMEOUT_CMD=()
+command -v timeout >/dev/null && TIMEOUT_CMD=(timeout "$TIMEOUT")
+
+# run_one RT PROG CASE PROCS: one process; its lines go to $RESULTS.
+run_one() {
+    local rt=$1 prog=$2 name=$3 procs=$4 out rc
+    out=$(${TIMEOUT_CMD[@]+"${TIMEOUT_CMD[@]}"} "$prog" "$name" "$procs" 2>"$OUT/stderr.txt")
+    rc=$?
+    printf '# %s %s %s rc=%d\n%s\n' "$rt" "$name" "$procs" "$rc" "$out" \
+        >>"$RAW"
+    if [ $rc -eq 124 ] && [ ${#TIMEOUT_CMD[@]} -gt 0 ]; then
+        note "$rt $name $procs: timed out after ${TIMEOUT}s"
+        return
+    elif [ $rc -ne 0 ]; then
+        note "$rt $name $procs: exit $rc: $(tail -n 1 "$OUT/stderr.txt")"
+        return
+    fi
+    printf '%s\n' "$out" | awk -v rt="$rt" -v name="$name" -v procs="$procs" '
+        /^bench=/ {
+            delete f
+            for (i = 1; i <= NF; i++) {
+                eq = index($i, "=")
+                if (eq) f[substr($i, 1, eq - 1)] = substr($i, eq + 1)
+            }
+            if (f["bench"] != name || f["value"] !~ /^-?[0-9.eE+-]+$/) {
+                print "run.sh: " rt " " name ": ignored: " $0 > "/dev/stderr"
+                next
+            }
+            print rt, name, procs, f["unit"], f["value"], f["procs"]
+            next
+        }
+        { print "run.sh: " rt " " name ": stray output: " $0 > "/dev/stderr" }
+        ' >>"$RESULTS"
+}
+
+peer_for() {
+    if [ "$1" = switch ]; then echo "$BOOST_BIN"; else echo "$GO_BIN"; fi
+}
+
+declare -a RUN_CASES=()
+for name in "${CASES[@]}"; do
+    if [ "$name" = echo ]; then
+        note "echo needs the external load client; not run here"
+        continue
+    fi
+    if [ -z "$(procs_for "$name")" ]; then
+        note "unknown case '$name' (see BENCHMARKS.md)"
+        continue
+    fi
+    RUN_CASES+=("$name")
+    peer=$(peer_for "$name")
+    for procs in $(procs_for "$name"); do
+        note "$name procs=$procs: $RUNS runs each"
+        for ((i = 1; i <= RUNS; i++)); do
+            [ -n "$GMPRT" ] && run_one gmprt "$GMPRT" "$name" "$procs"
+            [ -n "$peer" ] && run_one peer "$peer" "$name" "$procs"
+        done
+    done
+done
+
+# ---- table -------------------------------------------------------------
+
+# median RT CASE PROCS UNIT: the median of that cell's values, or nothing
+# unless every one of the RUNS runs produced one.
+median() {
+    awk -v rt="$1" -v c="$2" -v p="$3" -v u="$4" \
+        '$1 == rt && $2 == c && $3 == p && $4 == u { print $5 }' "$RESULTS" |
+        sort -g |
+        awk -v runs="$RUNS" '{ v[NR] = $1 }
+            END {
+                if (NR != runs) exit
+                if (NR % 2) printf "%.6g\n", v[(NR + 1) / 2]
+                else printf "%.6g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2
+            }'
+}
+
+# fmt V: a cell; '-' when empty.
+fmt() {
+    if [ -z "$1" ]; then echo -; return; fi
+    awk -v v="$1" 'BEGIN {
+        a = v < 0 ? -v : v
+        f = a >= 100 ? "%.1f\n" : a >= 1 ? "%.2f\n" : "%.3g\n"
+        printf f, v }'
+}
+
+# div A B: A/B to 6 significant digits, or nothing if either is missing
+# or B is 0.
+div() {
+    [ -n "$1" ] && [ -n "$2" ] &&
+        awk -v a="$1" -v b="$2" 'BEGIN { if (b != 0) printf "%.6g\n", a / b }'
+}
+
+# procs_label CASE PROCS: "1", or "all (P)" with P as the programs printed.
+procs_label() {
+    local p
+    if [ "$2" != all ]; then echo "$2"; return; fi
+    p=$(awk -v c="$1" '$2 == c && $3 == "all" { print $6 }' "$RESULTS" |
+        sort -u | paste -sd/ -)
+    [ -n "$p" ] || p=$(nproc 2>/dev/null)
+    echo "all ($p)"
+}
+
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null)
+gover=$(command -v go >/dev/null && go version | awk '{ print $3 }')
+echo
+echo "Medians of $RUNS runs; $(nproc) CPUs${cpu:+ ($cpu)};" \
+     "$(uname -sm)${gover:+; $gover}."
+echo
+echo "| case | procs | unit | gmprt | Go | gmprt/Go |"
+echo "|---|---|---|---|---|---|"
+for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
+    label=$name
+    [ "$name" = switch ] && label="switch (Go column: Boost.Context)"
+    # Expected units first, then any other unit a program printed.
+    units=$(units_for "$name")
+    extra=$(awk -v c="$name" '$2 == c { print $4 }' "$RESULTS" | awk '!s[$0]++')
+    for u in $extra; do
+        case " $units " in *" $u "*) ;; *) units="$units $u" ;; esac
+    done
+    for procs in $(procs_for "$name"); do
+        for u in $units; do
+            g=$(median gmprt "$name" "$procs" "$u")
+            p=$(median peer "$name" "$procs" "$u")
+            echo "| $label | $(procs_label "$name" "$procs") | $u |" \
+                 "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
+        done
+    done
+    if [ "$name" = steal ]; then
+        # Speedup = median time at procs=1 / median time at procs=all.
+        g=$(div "$(median gmprt steal 1 ms)" "$(median gmprt steal all ms)")
+        p=$(div "$(median peer steal 1 ms)" "$(median peer steal all ms)")
+        echo "| steal | 1 / $(procs_label steal all) | speedup |" \
+             "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
+    fi
+done
+echo
+note "raw output: $RAW"
