@@ -5,9 +5,9 @@
  *   so an uncontended lock/unlock pair costs one locked instruction, not
  *   two (sched.lock is taken on every gmp_yield). A waiter spins briefly,
  *   then sleeps on the futex after counting itself in `sleepers`; the
- *   unlocker wakes one sleeper when it sees the count. The unlocker's
- *   store and its read of the count are not separated by a full barrier
- *   (that would cost the locked instruction we saved), so a waiter that
+ *   unlocker wakes one sleeper when it sees the count. The unlocker reads
+ *   the count just before its store, with no full barrier between (that
+ *   would cost the locked instruction we saved), so a waiter that
  *   registers in that instant can miss its wake-up: it sleeps with a
  *   timeout (SLEEP_NS in lock.c) and re-checks, so it is late, never lost.
  *   Used for sched.lock and the free-list locks; never held across a
@@ -46,12 +46,16 @@ static inline void gmp__lock(struct gmp__mutex *l)
 
 static inline void gmp__unlock(struct gmp__mutex *l)
 {
+    /* Look for sleepers before letting go: once key is 0 the next holder
+     * may free the lock's memory (the last thread out of a stopping
+     * runtime does), so nothing of *l is read after the store. Relaxed: a
+     * hint, see above; a stale 0 delays a sleeper, no more. */
+    uint32_t sleepers = atomic_load_explicit(&l->sleepers,
+                                             memory_order_relaxed);
     /* Release: publishes the critical section to the next acquirer. */
     atomic_store_explicit(&l->key, 0, memory_order_release);
-    /* Relaxed: a hint, see above; a stale 0 delays a sleeper, no more. */
-    if (__builtin_expect(atomic_load_explicit(&l->sleepers,
-                                              memory_order_relaxed) != 0, 0))
-        gmp__unlock_slow(l);
+    if (__builtin_expect(sleepers != 0, 0))
+        gmp__unlock_slow(l);        /* only a futex call on the address */
 }
 
 __attribute__((visibility("hidden"))) void gmp__notesleep(struct gmp__note *n);
