@@ -368,7 +368,8 @@ int gmp_main(void (*fn)(void *), void *arg, const gmp_config_t *cfg)
         runtime_free(s);
         return GMP_ENOMEM;
     }
-    s->maing = gp;
+    /* Relaxed: published to the Ms by the run queue's lock below. */
+    atomic_store_explicit(&s->maing, gp, memory_order_relaxed);
     gmp__lock(&s->lock);
     gmp__globrunqput(s, gp);
     gmp__unlock(&s->lock);

@@ -221,7 +221,8 @@ struct schedt {
     uint32_t    coprimes[GMP_MAXPROCS];
 
     bool        main_mode;          /* started by gmp_main */
-    struct g   *maing;              /* gmp_main's G until it exits */
+    _Atomic(struct g *) maing;      /* gmp_main's G until it exits; relaxed:
+                                       only that G ever compares equal */
     struct gmp__note main_done;     /* woken when the main G exits */
     /* Exit protocol (lifecycle.c), under lock. */
     int         nstragglers;        /* abandoned Ms still running */

@@ -495,10 +495,11 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
                           atomic_load_explicit(&pp->nexited,
                                                memory_order_relaxed) + 1,
                           memory_order_relaxed);
-    bool wasmain = gp == s->maing;
+    /* Relaxed: see struct schedt. */
+    bool wasmain = gp == atomic_load_explicit(&s->maing, memory_order_relaxed);
     gmp__gfput(s, pp, gp);
     if (GMP_UNLIKELY(wasmain)) {
-        s->maing = NULL;
+        atomic_store_explicit(&s->maing, NULL, memory_order_relaxed);
         /* Release: whoever sees exiting sees everything main did. */
         atomic_store_explicit(&s->exiting, 1, memory_order_release);
         gmp__pidle_wakeall(s);
