@@ -209,7 +209,7 @@ static bool stop_threads(struct schedt *s, bool abandon_running)
 {
     /* Seq_cst: whoever reads exiting after this sees the runtime is over. */
     atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
-    gmp__pidle_wakeall(s);
+    gmp__wake_idle_ms(s);
     for (;;) {
         /* Acquire: pairs with the release bump in gmp__mexit. */
         uint32_t gen = atomic_load_explicit(&s->exitgen, memory_order_acquire);
@@ -283,13 +283,14 @@ static int start(const gmp_config_t *cfg, bool main_mode,
 
 /* Unpublishes s. When stragglers remain, marks the lifecycle draining
  * before they can finish (they clear it in final_free). */
-static void unpublish(struct schedt *s, bool draining)
+static void unpublish(bool draining)
 {
     pthread_mutex_lock(&lc_mu);
+    /* Relaxed: under lc_mu; a foreign thread that still read the old
+     * pointer is racing a stop, which the API leaves undefined. */
     atomic_store_explicit(&gmp__sched, NULL, memory_order_relaxed);
     lc_draining = draining;
     pthread_mutex_unlock(&lc_mu);
-    (void)s;
 }
 
 int gmp_init(const gmp_config_t *cfg)
@@ -346,7 +347,7 @@ int gmp_shutdown(void)
         gmp__futex_wait(&s->idlegen, gen, -1);
     }
     stop_threads(s, false);
-    unpublish(s, false);
+    unpublish(false);
     runtime_free(s);
     pthread_mutex_lock(&lc_mu);
     lc_stopping = false;
@@ -364,7 +365,7 @@ int gmp_main(void (*fn)(void *), void *arg, const gmp_config_t *cfg)
         return err;
     struct g *gp = gmp__newg(s, NULL, fn, arg);
     if (!gp) {
-        unpublish(s, false);
+        unpublish(false);
         runtime_free(s);
         return GMP_ENOMEM;
     }
@@ -379,12 +380,12 @@ int gmp_main(void (*fn)(void *), void *arg, const gmp_config_t *cfg)
     bool started = s->mcount > 0;
     gmp__unlock(&s->lock);
     if (!started) {
-        unpublish(s, false);
+        unpublish(false);
         runtime_free(s);
         return GMP_EAGAIN;
     }
     gmp__notesleep(&s->main_done);
-    unpublish(s, true);
+    unpublish(true);
     if (stop_threads(s, true))
         final_free(s);
     return 0;

@@ -150,7 +150,7 @@ bool gmp__runqempty(struct p *pp)
     }
 }
 
-/* Spin for about 3 us before taking a running victim's runnext: a G that
+/* Spin a few microseconds before taking a running victim's runnext: a G that
  * readies another and then blocks at once should get to run it itself. */
 static void runnext_grace(void)
 {

@@ -258,7 +258,7 @@ GMP_HIDDEN void gmp__wakep(struct schedt *s);
 GMP_HIDDEN void gmp__mloop(struct m *mp);
 GMP_HIDDEN void gmp__acquirep(struct m *mp, struct p *pp);
 GMP_HIDDEN void gmp__mcall(struct m *mp, struct g *gp, enum swreason why);
-GMP_HIDDEN void gmp__pidle_wakeall(struct schedt *s);
+GMP_HIDDEN void gmp__wake_idle_ms(struct schedt *s);
 
 /* ---- g.c ---------------------------------------------------------------- */
 GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,

@@ -100,7 +100,7 @@ static struct p *releasep(struct m *mp)
 }
 
 /* Wakes every parked M so it notices sched.exiting. Context: any. */
-void gmp__pidle_wakeall(struct schedt *s)
+void gmp__wake_idle_ms(struct schedt *s)
 {
     gmp__lock(&s->lock);
     for (struct m *mp = s->midle; mp; mp = mp->schedlink)
@@ -502,7 +502,7 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
         atomic_store_explicit(&s->maing, NULL, memory_order_relaxed);
         /* Release: whoever sees exiting sees everything main did. */
         atomic_store_explicit(&s->exiting, 1, memory_order_release);
-        gmp__pidle_wakeall(s);
+        gmp__wake_idle_ms(s);
         gmp__notewakeup(&s->main_done);
     }
 }
