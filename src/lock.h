@@ -21,6 +21,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#define GMP_LOCK_API __attribute__((visibility("hidden")))
+
 struct gmp__mutex {
     _Atomic uint32_t key;           /* 0 unlocked, 1 locked */
     _Atomic uint32_t sleepers;      /* waiters asleep (or about to be) */
@@ -30,8 +32,8 @@ struct gmp__note {
     _Atomic uint32_t key;
 };
 
-__attribute__((visibility("hidden"))) void gmp__lock_slow(struct gmp__mutex *l);
-__attribute__((visibility("hidden"))) void gmp__unlock_slow(struct gmp__mutex *l);
+GMP_LOCK_API void gmp__lock_slow(struct gmp__mutex *l);
+GMP_LOCK_API void gmp__unlock_slow(struct gmp__mutex *l);
 
 static inline void gmp__lock(struct gmp__mutex *l)
 {
@@ -58,8 +60,8 @@ static inline void gmp__unlock(struct gmp__mutex *l)
         gmp__unlock_slow(l);        /* only a futex call on the address */
 }
 
-__attribute__((visibility("hidden"))) void gmp__notesleep(struct gmp__note *n);
-__attribute__((visibility("hidden"))) void gmp__notewakeup(struct gmp__note *n);
+GMP_LOCK_API void gmp__notesleep(struct gmp__note *n);
+GMP_LOCK_API void gmp__notewakeup(struct gmp__note *n);
 
 static inline void gmp__noteclear(struct gmp__note *n)
 {
@@ -69,10 +71,10 @@ static inline void gmp__noteclear(struct gmp__note *n)
 }
 
 /* futex(2) on a 32-bit word, private to the process. */
-__attribute__((visibility("hidden"))) int gmp__futex_wait(_Atomic uint32_t *addr,
+GMP_LOCK_API int gmp__futex_wait(_Atomic uint32_t *addr,
                                                           uint32_t val,
                                                           int64_t timeout_ns);
-__attribute__((visibility("hidden"))) void gmp__futex_wake(_Atomic uint32_t *addr,
+GMP_LOCK_API void gmp__futex_wake(_Atomic uint32_t *addr,
                                                            int n);
 
 #endif /* GMP_LOCK_H */

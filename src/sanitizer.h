@@ -42,9 +42,11 @@ void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
     __sanitizer_start_switch_fiber((save), (bottom), (size))
 #define GMP_ASAN_FINISH(save, bottom_old, size_old) \
     __sanitizer_finish_switch_fiber((save), (bottom_old), (size_old))
-#define GMP_ASAN_UNPOISON(addr, size) __asan_unpoison_memory_region((addr), (size))
+#define GMP_ASAN_UNPOISON(addr, size) \
+    __asan_unpoison_memory_region((addr), (size))
 #else
-#define GMP_ASAN_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define GMP_ASAN_START(save, bottom, size) \
+    ((void)(save), (void)(bottom), (void)(size))
 #define GMP_ASAN_FINISH(save, bottom_old, size_old) \
     ((void)(save), (void)(bottom_old), (void)(size_old))
 #define GMP_ASAN_UNPOISON(addr, size) ((void)(addr), (void)(size))
