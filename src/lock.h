@@ -71,10 +71,8 @@ static inline void gmp__noteclear(struct gmp__note *n)
 }
 
 /* futex(2) on a 32-bit word, private to the process. */
-GMP_LOCK_API int gmp__futex_wait(_Atomic uint32_t *addr,
-                                                          uint32_t val,
-                                                          int64_t timeout_ns);
-GMP_LOCK_API void gmp__futex_wake(_Atomic uint32_t *addr,
-                                                           int n);
+GMP_LOCK_API int gmp__futex_wait(_Atomic uint32_t *addr, uint32_t val,
+                                 int64_t timeout_ns);
+GMP_LOCK_API void gmp__futex_wake(_Atomic uint32_t *addr, int n);
 
 #endif /* GMP_LOCK_H */
