@@ -471,7 +471,7 @@ static void *race_owner(void *arg)
         for (uint32_t k = 0; k < gets && (gp = gmp__runqget(r->owner,
                                                             &inherit)); k++)
             take(r, gp);
-        if (ringlen(r->owner) > GMP_RUNQ_SIZE / 2)
+        if (ringlen(r->owner) > GMP_RUNQ_SIZE * 3 / 4)
             sched_yield();          /* let the thieves in (2 CPUs) */
         if ((xs(&x) & 15) == 0) {
             gmp__lock(&r->s->lock);
@@ -496,6 +496,7 @@ static void *race_thief(void *arg)
     struct race *r = ta->r;
     struct p *me = r->thief[ta->me];
     uint64_t x = 0x9E3779B97F4A7C15ULL + (uint64_t)ta->me;
+    unsigned misses = 0;
     bool inherit;
     start_line(r);
     while (!atomic_load(&r->owner_done)) {
@@ -507,8 +508,11 @@ static void *race_thief(void *arg)
                 victim = r->owner;
         }
         struct g *gp = gmp__runqsteal(me, victim, (pick & 0x100) != 0);
-        if (!gp)
+        if (!gp) {
+            if ((++misses & 63) == 0)
+                sched_yield();      /* nothing to steal: leave the CPU */
             continue;
+        }
         take(r, gp);
         atomic_fetch_add_explicit(&r->nstolen, 1, memory_order_relaxed);
         /* Leave a few on the ring sometimes, for the other thieves. */
