@@ -45,7 +45,9 @@ GMP_EXTERN const char *gmp_strerror(int err);
 /* ---- Lifecycle ---------------------------------------------------------- */
 
 typedef struct gmp_config {
-    int    procs;        /* Ps, 1..256; 0: $GMP_MAXPROCS, else online CPUs   */
+    int    procs;        /* Ps, 1..256; 0: $GMP_MAXPROCS, else the online
+                            CPUs this process may run on (its affinity
+                            mask, as Go's NumCPU)                        */
     size_t stack_size;   /* goroutine stack incl. guard; 0: 256 KiB.
                             Otherwise 16 KiB..1 GiB, rounded up to pages.    */
     int    max_threads;  /* Ms; 0: 10000                                      */
