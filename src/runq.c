@@ -241,18 +241,7 @@ struct g *gmp__runqsteal(struct p *pp, struct p *victim, bool stealnext)
 
 void gmp__globrunqput(struct schedt *s, struct g *gp)
 {
-    gp->schedlink = NULL;
-    if (s->runqtail)
-        s->runqtail->schedlink = gp;
-    else
-        s->runqhead = gp;
-    s->runqtail = gp;
-    /* Relaxed: written under lock; lock-free readers use it as a hint and
-     * take the lock before trusting it. */
-    atomic_store_explicit(&s->runqsize,
-                          atomic_load_explicit(&s->runqsize,
-                                               memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    gmp__globrunqputbatch(s, gp, gp, 1);
 }
 
 void gmp__globrunqputbatch(struct schedt *s, struct g *head, struct g *tail,
@@ -264,7 +253,8 @@ void gmp__globrunqputbatch(struct schedt *s, struct g *head, struct g *tail,
     else
         s->runqhead = head;
     s->runqtail = tail;
-    /* Relaxed: as in gmp__globrunqput. */
+    /* Relaxed: written under lock; lock-free readers use it as a hint and
+     * take the lock before trusting it. */
     atomic_store_explicit(&s->runqsize,
                           atomic_load_explicit(&s->runqsize,
                                                memory_order_relaxed) + n,
@@ -286,7 +276,7 @@ struct g *gmp__globrunqget(struct schedt *s, struct p *pp, int32_t max)
         n = max;
     if (n > GMP_RUNQ_SIZE / 2)
         n = GMP_RUNQ_SIZE / 2;
-    /* Relaxed: as in gmp__globrunqput. */
+    /* Relaxed: as in gmp__globrunqputbatch. */
     atomic_store_explicit(&s->runqsize, size - n, memory_order_relaxed);
 
     struct g *gp = s->runqhead;
