@@ -85,8 +85,10 @@ GMP_EXTERN int gmp_shutdown(void);
 /* Starts fn(arg) as a new goroutine. From a goroutine the new G goes to the
  * caller's P's runnext (it runs next, in Go's order); from any other thread
  * it goes to the global run queue and an idle P is woken. The stack is
- * bound when the goroutine first runs. Returns 0, GMP_EINVAL (fn NULL),
- * GMP_EPERM (runtime not running), GMP_ENOMEM. */
+ * bound when the goroutine first runs, so a burst of spawns costs only
+ * descriptors; a stack that cannot be mapped then is a fatal error. Returns
+ * 0, GMP_EINVAL (fn NULL), GMP_EPERM (runtime not running), GMP_ENOMEM (no
+ * descriptor). */
 GMP_EXTERN int gmp_go(void (*fn)(void *), void *arg);
 
 /* Go's runtime.Gosched: the caller goes to the global run queue and others
