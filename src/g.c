@@ -74,7 +74,6 @@ static struct g *gfget_slow(struct schedt *s, struct p *pp)
         while (s->gfree && pp->ngfree < GFREE_MAX / 2) {
             struct g *x = s->gfree;
             s->gfree = x->schedlink;
-            s->ngfree--;
             x->schedlink = pp->gfree;
             pp->gfree = x;
             pp->ngfree++;
@@ -88,7 +87,6 @@ static struct g *gfget_slow(struct schedt *s, struct p *pp)
         }
     } else if ((gp = s->gfree)) {
         s->gfree = gp->schedlink;
-        s->ngfree--;
     } else {
         gp = gcarve(s, 1, &got);
     }
@@ -111,7 +109,6 @@ void gmp__gfput(struct schedt *s, struct p *pp, struct g *gp)
         pp->ngfree--;
         x->schedlink = s->gfree;
         s->gfree = x;
-        s->ngfree++;
     }
     gmp__unlock(&s->gflock);
 }
@@ -136,7 +133,6 @@ struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
     gp->arg = arg;
     gp->schedlink = NULL;
     gp->m = NULL;
-    gp->param = NULL;
     gp->waitreason = 0;
     /* Relaxed: informational; the run queue publishes the G. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);

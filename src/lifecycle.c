@@ -132,9 +132,8 @@ static struct schedt *runtime_new(const struct settings *set)
     memset(s, 0, sizeof *s);
     s->procs = set->procs;
     s->maxmcount = set->max_threads;
-    s->pagesize = (size_t)sysconf(_SC_PAGESIZE);
     s->stack_size = set->stack_size;
-    s->guard_size = s->pagesize;
+    s->guard_size = (size_t)sysconf(_SC_PAGESIZE);
     size_t psz = sizeof(struct p) * (size_t)s->procs;
     if (posix_memalign((void **)&s->allp, GMP_CACHELINE, psz) != 0) {
         free(s);

@@ -80,7 +80,6 @@ struct g {
     _Atomic uint32_t status;        /* enum gstatus; relaxed: informational,
                                        ordering comes from the queues */
     uint32_t        waitreason;
-    void           *param;          /* set by the waker of a parked G */
     void           *asan_fake;      /* ASan builds: fake stack save slot */
 };
 
@@ -166,14 +165,13 @@ struct stackchunk {                 /* one mmap holding many stacks */
 
 struct schedt {
     /* Global run queue and idle lists. lock guards runqhead/runqtail,
-     * pidle, midle, nmidle, allm, mcount, and the M exit fields. */
+     * pidle, midle, allm, mcount, and the M exit fields. */
     GMP_ALIGNED struct gmp__mutex lock;
     struct g   *runqhead, *runqtail;
     _Atomic int32_t runqsize;       /* written under lock; read without it
                                        as an emptiness hint */
     struct p   *pidle;
     struct m   *midle;
-    int         nmidle;
     struct m   *allm;
     int         mcount;
 
@@ -194,16 +192,14 @@ struct schedt {
     _Atomic int64_t nforeign;       /* Gs created by non-goroutine threads */
 
     /* Free Gs and stacks beyond the per-P caches, and their backing memory.
-     * gflock guards gfree/ngfree and gslabs; stacklock guards the rest. */
+     * gflock guards gfree and gslabs; stacklock guards the rest. */
     GMP_ALIGNED struct gmp__mutex gflock;
     struct g   *gfree;
-    int         ngfree;
     struct gslab *gslabs;
     struct g   *gchunk_next;        /* uncarved Gs of gslabs' first chunk */
     struct g   *gchunk_end;
     GMP_ALIGNED struct gmp__mutex stacklock;
     struct gstack *sfree;
-    int         nsfree;
     struct stackchunk *chunks;
     char       *chunk_next;         /* next uncarved stack in chunks */
     char       *chunk_end;
@@ -215,7 +211,6 @@ struct schedt {
     int         maxmcount;
     size_t      stack_size;         /* bytes per stack slot, guard included */
     size_t      guard_size;
-    size_t      pagesize;
     struct p   *allp;               /* procs Ps */
     uint32_t    ncoprimes;          /* random steal order (stealorder) */
     uint32_t    coprimes[GMP_MAXPROCS];
@@ -256,7 +251,6 @@ GMP_HIDDEN struct g *gmp__globrunqget(struct schedt *s, struct p *pp,
 /* ---- sched.c ------------------------------------------------------------ */
 GMP_HIDDEN void gmp__wakep(struct schedt *s);
 GMP_HIDDEN void gmp__mloop(struct m *mp);
-GMP_HIDDEN void gmp__acquirep(struct m *mp, struct p *pp);
 GMP_HIDDEN void gmp__mcall(struct m *mp, struct g *gp, enum swreason why);
 GMP_HIDDEN void gmp__wake_idle_ms(struct schedt *s);
 

@@ -81,7 +81,7 @@ static struct p *pidleget(struct schedt *s)
     return pp;
 }
 
-void gmp__acquirep(struct m *mp, struct p *pp)
+static void acquirep(struct m *mp, struct p *pp)
 {
     mp->p = pp;
     pp->m = mp;
@@ -93,7 +93,7 @@ static struct p *releasep(struct m *mp)
 {
     struct p *pp = mp->p;
     pp->m = NULL;
-    /* Relaxed: as in gmp__acquirep. */
+    /* Relaxed: as in acquirep. */
     atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
     mp->p = NULL;
     return pp;
@@ -106,7 +106,6 @@ void gmp__wake_idle_ms(struct schedt *s)
     for (struct m *mp = s->midle; mp; mp = mp->schedlink)
         gmp__notewakeup(&mp->park);
     s->midle = NULL;
-    s->nmidle = 0;
     gmp__unlock(&s->lock);
 }
 
@@ -123,7 +122,7 @@ static void *mstart(void *arg)
     if (!mp->fastrand)
         mp->fastrand = 1;
     if (mp->nextp) {
-        gmp__acquirep(mp, mp->nextp);
+        acquirep(mp, mp->nextp);
         mp->nextp = NULL;
     }
     gmp__mloop(mp);
@@ -144,7 +143,6 @@ static void startm(struct schedt *s, struct p *pp, bool spinning)
     struct m *mp = s->midle;
     if (mp) {
         s->midle = mp->schedlink;
-        s->nmidle--;
         gmp__unlock(&s->lock);
         mp->spinning = spinning;
         mp->nextp = pp;
@@ -209,12 +207,11 @@ static void stopm(struct schedt *s, struct m *mp)
     }
     mp->schedlink = s->midle;
     s->midle = mp;
-    s->nmidle++;
     gmp__unlock(&s->lock);
     gmp__notesleep(&mp->park);
     gmp__noteclear(&mp->park);
     if (mp->nextp) {
-        gmp__acquirep(mp, mp->nextp);
+        acquirep(mp, mp->nextp);
         mp->nextp = NULL;
     }
 }
@@ -328,7 +325,7 @@ top:
             pp = pidleget(s);
             gmp__unlock(&s->lock);
             if (pp) {
-                gmp__acquirep(mp, pp);
+                acquirep(mp, pp);
                 mp->spinning = true;
                 /* Relaxed: as when we started spinning. */
                 atomic_fetch_add_explicit(&s->nmspinning, 1,
@@ -469,8 +466,7 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
         next = gmp__globrunqget(s, pp, 0);
     gmp__unlock(&s->lock);
     if (next) {
-        pp->schedtick++;            /* a scheduling round, as schedule() */
-        *inherit = true;            /* ... counted already */
+        *inherit = false;           /* a new time slice, as from schedule() */
         return next;
     }
     return schedule(s, mp, inherit);
