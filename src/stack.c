@@ -50,7 +50,8 @@
 
 enum { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 
-/* Maps a new chunk. Context: holds stacklock. */
+/* Maps a new chunk and, the first time, picks the guard mode. Context:
+ * holds stacklock. */
 static bool chunk_new(struct schedt *s)
 {
     struct stackchunk *c = malloc(sizeof *c);
@@ -63,6 +64,13 @@ static bool chunk_new(struct schedt *s)
         free(c);
         return false;
     }
+    if (s->guard_mode == GUARD_UNKNOWN)
+        /* Probe once, on this chunk's first guard page: the kernel has
+         * MADV_GUARD_INSTALL or not (installing it again later is a
+         * no-op; a failed probe changed nothing). */
+        s->guard_mode = madvise(c->base, s->guard_size,
+                                MADV_GUARD_INSTALL) == 0 ? GUARD_MADVISE
+                                                         : GUARD_MPROTECT;
     c->next = s->chunks;
     s->chunks = c;
     s->chunk_next = c->base;
@@ -70,17 +78,13 @@ static bool chunk_new(struct schedt *s)
     return true;
 }
 
+/* Installs the guard below the slot at base. The mode was chosen when the
+ * chunk was mapped (under stacklock, which orders it for us). Context: no
+ * lock held: it is a system call. */
 static bool guard_install(struct schedt *s, char *base)
 {
-    if (s->guard_mode != GUARD_MPROTECT) {
-        if (madvise(base, s->guard_size, MADV_GUARD_INSTALL) == 0) {
-            s->guard_mode = GUARD_MADVISE;
-            return true;
-        }
-        if (s->guard_mode == GUARD_MADVISE)
-            return false;           /* it worked before: a real failure */
-        s->guard_mode = GUARD_MPROTECT;
-    }
+    if (s->guard_mode == GUARD_MADVISE)
+        return madvise(base, s->guard_size, MADV_GUARD_INSTALL) == 0;
     return mprotect(base, s->guard_size, PROT_NONE) == 0;
 }
 
@@ -91,21 +95,30 @@ static struct gstack *slot_header(struct schedt *s, char *base)
     return (struct gstack *)((top - sizeof(struct gstack)) & ~(uintptr_t)63);
 }
 
-/* Carves a new stack slot. Context: holds stacklock. */
-static struct gstack *carve(struct schedt *s)
+/* Reserves a new stack slot and returns its base. Context: holds
+ * stacklock. */
+static char *carve(struct schedt *s)
 {
     if (s->chunk_next == s->chunk_end && !chunk_new(s))
         return NULL;
     char *base = s->chunk_next;
-    if (!guard_install(s, base))
-        return NULL;
     s->chunk_next += s->stack_size;
+    return base;
+}
+
+/* Makes the reserved slot at base a stack: header, sanitizer and valgrind
+ * bookkeeping, guard. Outside stacklock: the header write is the slot's
+ * first touch (a page fault) and the guard a system call, and neither
+ * should hold up other Ps. A slot whose guard fails stays unused until
+ * the runtime stops. Context: no lock held. */
+static struct gstack *slot_init(struct schedt *s, char *base)
+{
     struct gstack *st = slot_header(s, base);
     st->next = NULL;
     st->lo = base + s->guard_size;
     st->tsan_fiber = GMP_TSAN_CREATE();
     st->vg_id = VG_STACK_REGISTER(st->lo, gstack_hi(st));
-    return st;
+    return guard_install(s, base) ? st : NULL;
 }
 
 /* Returns a stack for a G about to run for the first time, or NULL when
@@ -124,20 +137,20 @@ struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp)
     while (s->sfree && pp->nsfree < PCACHE_MAX / 2) {
         struct gstack *x = s->sfree;
         s->sfree = x->next;
-        s->nsfree--;
         x->next = pp->sfree;
         pp->sfree = x;
         pp->nsfree++;
     }
+    char *base = NULL;
     st = pp->sfree;
     if (st) {
         pp->sfree = st->next;
         pp->nsfree--;
     } else {
-        st = carve(s);
+        base = carve(s);
     }
     gmp__unlock(&s->stacklock);
-    return st;
+    return base ? slot_init(s, base) : st;
 }
 
 /* Takes back the stack of a dead G. Context: g0 (not on st), owner of pp. */
@@ -154,7 +167,6 @@ void gmp__stackfree(struct schedt *s, struct p *pp, struct gstack *st)
         pp->nsfree--;
         x->next = s->sfree;
         s->sfree = x;
-        s->nsfree++;
     }
     gmp__unlock(&s->stacklock);
 }
