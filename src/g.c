@@ -144,17 +144,19 @@ struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
             pp->goidcacheend = pp->goidcache + GOID_BATCH;
         }
         gp->goid = pp->goidcache++;
-        /* Relaxed, owner-only counter (see struct p). */
+        /* Owner-only counter: relaxed load of our own value; release
+         * store, so a reader that sees this G's exit sees its creation
+         * (pairs with the acquire loads in gmp__live_goroutines). */
         atomic_store_explicit(&pp->ncreated,
                               atomic_load_explicit(&pp->ncreated,
                                                    memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+                              memory_order_release);
     } else {
-        /* Relaxed: uniqueness and a count; the global queue's lock
-         * publishes the G itself. */
+        /* Relaxed: only uniqueness matters. */
         gp->goid = atomic_fetch_add_explicit(&s->goidgen, 1,
                                              memory_order_relaxed) + 1;
-        atomic_fetch_add_explicit(&s->nforeign, 1, memory_order_relaxed);
+        /* Release: as for ncreated above. */
+        atomic_fetch_add_explicit(&s->nforeign, 1, memory_order_release);
     }
     return gp;
 }
@@ -227,15 +229,26 @@ int64_t gmp_num_goroutines(void)
     struct schedt *s = cursched(gmp__getm());
     if (!s)
         return 0;
-    /* Relaxed: a snapshot; counters of different Ps move independently,
-     * so a G made on one P and finished on another may be seen finished
-     * first. The sum is clamped rather than shown negative. */
-    int64_t n = atomic_load_explicit(&s->nforeign, memory_order_relaxed);
-    for (int i = 0; i < s->procs; i++) {
-        n += atomic_load_explicit(&s->allp[i].ncreated, memory_order_relaxed);
-        n -= atomic_load_explicit(&s->allp[i].nexited, memory_order_relaxed);
-    }
-    return n < 0 ? 0 : n;
+    return gmp__live_goroutines(s);
+}
+
+/* Goroutines created and not finished, from the per-P counters. Counters
+ * of different Ps move independently, so the reading order matters: all
+ * exits first, then all creations. Each exit is ordered after its G's
+ * creation (the G travelled between them through a queue), so an exit
+ * seen by an acquire load brings its creation with it: the sum may count
+ * a G that just finished, never miss one still alive, and never goes
+ * below zero. Context: any. */
+int64_t gmp__live_goroutines(struct schedt *s)
+{
+    int64_t n = 0;
+    /* Acquire: pairs with the release stores of the increments. */
+    for (int i = 0; i < s->procs; i++)
+        n -= atomic_load_explicit(&s->allp[i].nexited, memory_order_acquire);
+    n += atomic_load_explicit(&s->nforeign, memory_order_acquire);
+    for (int i = 0; i < s->procs; i++)
+        n += atomic_load_explicit(&s->allp[i].ncreated, memory_order_acquire);
+    return n;
 }
 
 int64_t gmp_nanotime(void)

@@ -304,15 +304,9 @@ static bool quiescent(struct schedt *s)
 {
     gmp__lock(&s->lock);
     /* Relaxed loads under the lock: every P that went idle did so under
-     * this lock after its last count update. */
-    int64_t live = atomic_load_explicit(&s->nforeign, memory_order_relaxed);
-    for (int i = 0; i < s->procs; i++) {
-        live += atomic_load_explicit(&s->allp[i].ncreated,
-                                     memory_order_relaxed);
-        live -= atomic_load_explicit(&s->allp[i].nexited,
-                                     memory_order_relaxed);
-    }
-    bool q = live == 0 &&
+     * this lock after its last count update (the counts have their own
+     * order, see gmp__live_goroutines). */
+    bool q = gmp__live_goroutines(s) == 0 &&
              atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
                  s->procs &&
              atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0;

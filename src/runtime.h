@@ -135,8 +135,8 @@ struct p {
     uint64_t    goidcache, goidcacheend;
     struct g   *gslab;              /* next unused G of the current slab */
     int         ngslab;
-    /* Goroutines created and finished here (gmp_num_goroutines sums them).
-     * Written by the owner only, relaxed: a reader wants a snapshot. */
+    /* Goroutines created and finished here (gmp__live_goroutines sums
+     * them). Written by the owner only, with release stores. */
     _Atomic int64_t ncreated;
     _Atomic int64_t nexited;
 
@@ -258,6 +258,7 @@ GMP_HIDDEN void gmp__wake_idle_ms(struct schedt *s);
 GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,
                                void (*fn)(void *), void *arg);
 GMP_HIDDEN void gmp__gfput(struct schedt *s, struct p *pp, struct g *gp);
+GMP_HIDDEN int64_t gmp__live_goroutines(struct schedt *s);
 
 /* ---- park.c ------------------------------------------------------------- */
 GMP_HIDDEN void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,

@@ -486,11 +486,12 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
     gmp__stackfree(s, pp, gp->stk);
     gp->stk = NULL;
     gp->m = NULL;
-    /* Relaxed, owner-only counter: readers want a snapshot (see struct p). */
+    /* Owner-only counter: relaxed load of our own value; release store
+     * (see gmp__live_goroutines for the order readers rely on). */
     atomic_store_explicit(&pp->nexited,
                           atomic_load_explicit(&pp->nexited,
                                                memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+                          memory_order_release);
     /* Relaxed: see struct schedt. */
     bool wasmain = gp == atomic_load_explicit(&s->maing, memory_order_relaxed);
     gmp__gfput(s, pp, gp);
