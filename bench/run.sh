@@ -4,10 +4,17 @@
 # defined in docs/BENCHMARKS.md (summarised in bench/README.md) and prints a
 # markdown table of medians with the ratio gmprt / peer.
 #
-# Usage: bench/run.sh [-r RUNS] [-b BUILD_DIR] [case ...]
+# Usage: bench/run.sh [-r RUNS] [-b BUILD_DIR] [-a aarch64] [case ...]
 #   -r RUNS       runs per program, case and procs setting (default 5)
-#   -b BUILD_DIR  CMake build directory (default build-bench, relative to the
-#                 repository root); the peers are built under it too
+#   -b BUILD_DIR  CMake build directory (default build-bench, or
+#                 build-bench-aarch64 with -a; relative to the repository
+#                 root); the peers are built under it too
+#   -a aarch64    cross-build everything for 64-bit Arm (gmprt with
+#                 cmake/aarch64-linux-gnu.cmake, Go with GOARCH=arm64, Boost
+#                 with aarch64-linux-gnu-g++ if libboost-context-dev:arm64 is
+#                 there) and run it under qemu-aarch64. This shows that the
+#                 suite builds and runs on arm64; figures under emulation say
+#                 nothing about speed.
 #   case ...      default: switch yield spawn steal
 #
 # Programs, all run as `<prog> <name> <procs|all> [port]`:
@@ -31,14 +38,21 @@ usage() {
 }
 
 RUNS=5
-BUILD_DIR=build-bench
-while getopts "r:b:h" opt; do
+BUILD_DIR=
+ARCH=
+while getopts "r:b:a:h" opt; do
     case $opt in
     r) RUNS=$OPTARG ;;
     b) BUILD_DIR=$OPTARG ;;
+    a) ARCH=$OPTARG ;;
     *) usage ;;
     esac
 done
+case $ARCH in
+'') BUILD_DIR=${BUILD_DIR:-build-bench} ;;
+aarch64) BUILD_DIR=${BUILD_DIR:-build-bench-aarch64} ;;
+*) echo "run.sh: -a takes aarch64" >&2; usage ;;
+esac
 shift $((OPTIND - 1))
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: RUNS must be >= 1" >&2; usage; }
 CASES=("$@")
@@ -55,6 +69,23 @@ note() { echo "run.sh: $*" >&2; }
 
 # ---- build ------------------------------------------------------------
 
+# Cross settings: how to configure, compile the peers and run a program.
+CMAKE_CROSS=()
+GO_ENV=()
+CXX=g++
+EMU=()
+if [ "$ARCH" = aarch64 ]; then
+    CMAKE_CROSS=(-DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake")
+    GO_ENV=(GOARCH=arm64)
+    CXX=aarch64-linux-gnu-g++
+    qemu=$(command -v qemu-aarch64 || command -v qemu-aarch64-static) || {
+        echo "run.sh: -a aarch64 needs qemu-aarch64 (Debian: qemu-user)" >&2
+        exit 1
+    }
+    EMU=("$qemu")
+    note "aarch64 under $qemu: the figures show that it runs, not its speed"
+fi
+
 GMPRT=$BUILD_DIR/bench/gmprt-bench
 GO_BIN=$OUT/go-bench
 BOOST_BIN=$OUT/boost-switch
@@ -62,7 +93,8 @@ BOOST_BIN=$OUT/boost-switch
 if ! command -v cmake >/dev/null; then
     note "cmake not found; gmprt column will be '-'"
     GMPRT=
-elif ! { cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release &&
+elif ! { cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+               ${CMAKE_CROSS[@]+"${CMAKE_CROSS[@]}"} &&
          cmake --build "$BUILD_DIR" -j; } >"$OUT/gmprt-build.log" 2>&1; then
     # A binary left by an earlier build would be stale: do not time it.
     note "gmprt build failed (see $OUT/gmprt-build.log);" \
@@ -85,20 +117,21 @@ else
     fi
     # The peer has no dependencies: never reach for the network.
     if ! (cd bench/peers/go &&
-          GOPROXY=off GOTOOLCHAIN=local go build -o "$GO_BIN" .) \
+          env ${GO_ENV[@]+"${GO_ENV[@]}"} GOPROXY=off GOTOOLCHAIN=local \
+              go build -o "$GO_BIN" .) \
             >"$OUT/go-build.log" 2>&1; then
         note "Go peer build failed (see $OUT/go-build.log)"
     fi
 fi
 [ -x "$GO_BIN" ] || GO_BIN=
 
-if ! command -v g++ >/dev/null; then
-    note "g++ not found; Boost.Context peer skipped"
+if ! command -v "$CXX" >/dev/null; then
+    note "$CXX not found; Boost.Context peer skipped"
 elif ! echo '#include <boost/context/detail/fcontext.hpp>' |
-        g++ -fsyntax-only -x c++ - >/dev/null 2>&1; then
+        "$CXX" -fsyntax-only -x c++ - >/dev/null 2>&1; then
     note "boost/context headers not found (Debian: libboost-context-dev);" \
          "Boost.Context peer skipped"
-elif ! g++ -O2 -o "$BOOST_BIN" bench/peers/boost/switch.cpp \
+elif ! "$CXX" -O2 -o "$BOOST_BIN" bench/peers/boost/switch.cpp \
         -lboost_context >"$OUT/boost-build.log" 2>&1; then
     note "Boost.Context peer build failed, libboost_context missing?" \
          "(see $OUT/boost-build.log)"
@@ -148,7 +181,8 @@ command -v timeout >/dev/null && TIMEOUT_CMD=(timeout "$TIMEOUT")
 # run_one RT PROG CASE PROCS: one process; its lines go to $RESULTS.
 run_one() {
     local rt=$1 prog=$2 name=$3 procs=$4 out rc
-    out=$(${TIMEOUT_CMD[@]+"${TIMEOUT_CMD[@]}"} "$prog" "$name" "$procs" 2>"$OUT/stderr.txt")
+    out=$(${TIMEOUT_CMD[@]+"${TIMEOUT_CMD[@]}"} ${EMU[@]+"${EMU[@]}"} \
+          "$prog" "$name" "$procs" 2>"$OUT/stderr.txt")
     rc=$?
     printf '# %s %s %s rc=%d\n%s\n' "$rt" "$name" "$procs" "$rc" "$out" \
         >>"$RAW"
@@ -249,6 +283,7 @@ gover=$(command -v go >/dev/null && go version | awk '{ print $3 }')
 echo
 echo "Medians of $RUNS runs; $(nproc) CPUs${cpu:+ ($cpu)};" \
      "$(uname -sm)${gover:+; $gover}."
+[ -n "$ARCH" ] && echo "Built for $ARCH and run under ${EMU[0]}: not a speed figure."
 echo
 echo "| case | procs | unit | gmprt | Go | gmprt/Go |"
 echo "|---|---|---|---|---|---|"

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -50,6 +51,24 @@
 
 enum { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 
+/* Picks the guard mode once, on the first chunk's first guard page (base,
+ * len). MADV_GUARD_INSTALL counts only if the page then really faults: an
+ * emulator (qemu-user) answers 0 to advice it ignores. The kernel's own
+ * copy from that page must fail with EFAULT; a kernel or sandbox without
+ * process_vm_readv gets mprotect guards, which always work. Installing the
+ * guard again later is a no-op; a failed probe changed nothing. */
+static int guard_probe(char *base, size_t len)
+{
+    if (madvise(base, len, MADV_GUARD_INSTALL) != 0)
+        return GUARD_MPROTECT;
+    char byte;
+    struct iovec to = {.iov_base = &byte, .iov_len = 1};
+    struct iovec from = {.iov_base = base, .iov_len = 1};
+    if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) < 0 && errno == EFAULT)
+        return GUARD_MADVISE;
+    return GUARD_MPROTECT;
+}
+
 /* Maps a new chunk and, the first time, picks the guard mode. Context:
  * holds stacklock. */
 static bool chunk_new(struct schedt *s)
@@ -65,12 +84,7 @@ static bool chunk_new(struct schedt *s)
         return false;
     }
     if (s->guard_mode == GUARD_UNKNOWN)
-        /* Probe once, on this chunk's first guard page: the kernel has
-         * MADV_GUARD_INSTALL or not (installing it again later is a
-         * no-op; a failed probe changed nothing). */
-        s->guard_mode = madvise(c->base, s->guard_size,
-                                MADV_GUARD_INSTALL) == 0 ? GUARD_MADVISE
-                                                         : GUARD_MPROTECT;
+        s->guard_mode = guard_probe(c->base, s->guard_size);
     c->next = s->chunks;
     s->chunks = c;
     s->chunk_next = c->base;

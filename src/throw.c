@@ -1,6 +1,7 @@
 /*
  * throw.c - fatal errors: one line on stderr, then abort. Usable from a
- * signal handler (write(2) only, no allocation, no stdio).
+ * signal handler (write(2) only, no allocation, no stdio). Only the first
+ * thread to fail reports; any later one waits for the abort.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +20,21 @@ static void put(const char *s, size_t n)
     }
 }
 
+/* Set by the first thread to fail. Relaxed: it only elects one reporter;
+ * nothing else is published through it. */
+static _Atomic int throwing;
+
 _Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn)
 {
     static const char head[] = "gmprt: fatal error: ";
     char num[24];
     size_t i = sizeof num;
+    /* One report, whole: a second thread failing meanwhile (every M out
+     * of memory at once, say) waits for the first one's abort instead of
+     * interleaving its line with it. */
+    if (atomic_exchange_explicit(&throwing, 1, memory_order_relaxed))
+        for (;;)
+            pause();
     put(head, sizeof head - 1);
     put(msg, strlen(msg));
     if (hasn) {

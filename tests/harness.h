@@ -66,8 +66,16 @@
 #define H_SANITIZED 0
 #endif
 
+/* Tests run under an emulator (qemu-user for the arm64 cross build) when
+ * the build says so. */
+#ifndef GMP_TEST_EMULATED
+#define GMP_TEST_EMULATED 0
+#endif
+#define H_SLOW (H_SANITIZED || GMP_TEST_EMULATED)
+
 /* Sanitized builds run 5-15x slower: counts shrink a hundredfold there
- * (10^6 becomes 10^4), never below 1. */
+ * (10^6 becomes 10^4), never below 1. Emulated ones keep their counts:
+ * qemu-user runs this code only a few times slower than the host. */
 #define H_SCALE(n) (H_SANITIZED ? ((n) / 100 > 0 ? (n) / 100 : 1) : (n))
 
 /* Goroutines alive at the same time. Under TSan every goroutine stack is
@@ -83,7 +91,7 @@
 /* How long h_wait waits before it calls a wait a hang. Far beyond any
  * healthy run on a loaded 2-core CI machine, and below the ctest TIMEOUT
  * of every binary, so a hang is reported by the test that hung. */
-#define H_DEADLINE_NS ((int64_t)(H_SANITIZED ? 240 : 60) * 1000000000LL)
+#define H_DEADLINE_NS ((int64_t)(H_SLOW ? 240 : 60) * 1000000000LL)
 
 /* ---- Time and waiting --------------------------------------------------- */
 

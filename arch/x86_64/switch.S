@@ -17,13 +17,13 @@
  *   +0x00 mxcsr (4) | x87 cw (2) | pad (2, not read)
  *   +0x08 r15   +0x10 r14   +0x18 r13   +0x20 r12
  *   +0x28 rbx   +0x30 rbp   +0x38 return address
- * Offsets are GMP_CTX_* in context.h, checked there by _Static_assert.
+ * Offsets are GMP_CTX_* in frame.h, checked there by _Static_assert.
  *
  * The floating-point control words are callee-saved in the SysV ABI and
  * are saved and restored every time. (Reloading them only when they differ
  * was measured slower: reading back what stmxcsr just stored stalls.)
  */
-#include "context.h"
+#include "frame.h"
 
     .text
     .globl  gmp__ctx_jump

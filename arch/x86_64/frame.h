@@ -1,6 +1,7 @@
 /*
- * context.h - x86-64 SysV: the suspended-context frame that switch.S pushes
- * and pops, shared between the assembly and C.
+ * frame.h - x86-64 SysV: the suspended-context frame that switch.S pushes
+ * and pops, shared between the assembly and C (arch/context.h has the
+ * architecture-independent half).
  *
  * A suspended context is nothing but a stack pointer: everything else lives
  * on the context's own stack, in this frame (from the saved rsp, 16-byte
@@ -10,12 +11,13 @@
  *   +0x08 r15   +0x10 r14   +0x18 r13   +0x20 r12
  *   +0x28 rbx   +0x30 rbp   +0x38 return address
  *
- * A fresh context (gmp__ctx_make) holds the same frame with r12 = entry
- * function, r13 = its argument and the return address = gmp__ctx_start,
- * which calls r12(r13, from_sp) with a terminated unwind chain.
+ * A fresh context (gmp__ctx_frame_init) holds the same frame with r12 =
+ * entry function, r13 = its argument and the return address =
+ * gmp__ctx_start, which calls r12(r13, from_sp) with a terminated unwind
+ * chain.
  */
-#ifndef GMP_ARCH_CONTEXT_H
-#define GMP_ARCH_CONTEXT_H
+#ifndef GMP_ARCH_FRAME_H
+#define GMP_ARCH_FRAME_H
 
 #define GMP_CTX_FPCW   0x00
 #define GMP_CTX_R15    0x08
@@ -36,10 +38,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct gmp__ctx {
-    void *sp;               /* saved stack pointer of a suspended context */
-};
-
 struct gmp__ctx_frame {
     uint32_t mxcsr;
     uint16_t x87cw;
@@ -59,28 +57,11 @@ _Static_assert(offsetof(struct gmp__ctx_frame, rbp) == GMP_CTX_RBP, "rbp");
 _Static_assert(offsetof(struct gmp__ctx_frame, ret) == GMP_CTX_RET, "ret");
 _Static_assert(sizeof(struct gmp__ctx_frame) == GMP_CTX_FRAME, "frame");
 
-/* Suspends the caller and resumes the context saved at to_sp. Returns when
- * some context resumes the caller, with that context's saved stack
- * pointer, which the caller must store where it belongs (the suspended
- * context can be resumed only through it). */
-void *gmp__ctx_jump(void *to_sp);
-
-/* First code of every fresh context: calls r12(r13, from_sp); must never
- * return. */
-void gmp__ctx_start(void);
-
-/* A fresh context's entry: arg as given to gmp__ctx_make, from_sp as
- * returned by gmp__ctx_jump. */
-typedef void gmp__ctx_fn(void *arg, void *from_sp);
-
-/* Prepares *c to run fn(arg, from) on the stack whose highest address is
- * hi. */
-static inline void gmp__ctx_make(struct gmp__ctx *c, void *hi,
-                                 gmp__ctx_fn *fn, void *arg)
+/* Fills a fresh context's frame: gmp__ctx_start will call fn(arg, from)
+ * with the default floating-point control state. */
+static inline void gmp__ctx_frame_init(struct gmp__ctx_frame *f,
+                                       gmp__ctx_fn *fn, void *arg)
 {
-    uintptr_t top = (uintptr_t)hi & ~(uintptr_t)15;
-    struct gmp__ctx_frame *f = (struct gmp__ctx_frame *)(top - GMP_CTX_FRAME);
-
     f->mxcsr = GMP_CTX_MXCSR_DEFAULT;
     f->x87cw = GMP_CTX_X87CW_DEFAULT;
     f->pad = 0;
@@ -88,8 +69,7 @@ static inline void gmp__ctx_make(struct gmp__ctx *c, void *hi,
     f->r12 = (uint64_t)(uintptr_t)fn;
     f->r13 = (uint64_t)(uintptr_t)arg;
     f->ret = (void *)gmp__ctx_start;
-    c->sp = f;
 }
 #endif /* !__ASSEMBLER__ */
 
-#endif /* GMP_ARCH_CONTEXT_H */
+#endif /* GMP_ARCH_FRAME_H */

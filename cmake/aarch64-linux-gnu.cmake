@@ -1,0 +1,47 @@
+# Cross build for 64-bit Arm Linux with Debian's cross toolchain, tests run
+# under qemu-user. On Debian/Ubuntu:
+#
+#   dpkg --add-architecture arm64 && apt-get update
+#   apt-get install gcc-aarch64-linux-gnu qemu-user libcmocka-dev:arm64
+#   cmake -B build-arm64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+#   cmake --build build-arm64 -j && ctest --test-dir build-arm64
+#
+# The compiler links against its own sysroot (/usr/aarch64-linux-gnu);
+# cmocka comes from the multiarch package (/usr/lib/aarch64-linux-gnu,
+# header in /usr/include). ctest runs every test through
+# CMAKE_CROSSCOMPILING_EMULATOR.
+
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+
+set(GMP_CROSS_TRIPLE aarch64-linux-gnu)
+set(CMAKE_C_COMPILER ${GMP_CROSS_TRIPLE}-gcc)
+set(CMAKE_CXX_COMPILER ${GMP_CROSS_TRIPLE}-g++)
+set(CMAKE_LIBRARY_ARCHITECTURE ${GMP_CROSS_TRIPLE})
+
+set(GMP_CROSS_SYSROOT /usr/${GMP_CROSS_TRIPLE})
+set(CMAKE_FIND_ROOT_PATH ${GMP_CROSS_SYSROOT})
+# Programs (valgrind, go) are the build machine's; libraries and headers
+# may be in the sysroot or in the multiarch directories of /usr.
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+
+# pkg-config must describe arm64 packages, not the build machine's.
+set(ENV{PKG_CONFIG_LIBDIR}
+    "/usr/lib/${GMP_CROSS_TRIPLE}/pkgconfig:/usr/share/pkgconfig")
+
+# At run time the programs load the arm64 libc of the multiarch package
+# libc6:arm64 (pulled in by libcmocka0:arm64) from /lib, like the cmocka
+# they link. Only without it does qemu take loader and libc from the cross
+# sysroot (-L): Debian 12's libc6-arm64-cross (2.36-8cross1) hangs inside
+# pthread_create under its qemu-user 7.2, while the multiarch libc runs.
+find_program(GMP_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static)
+if(GMP_QEMU_AARCH64)
+  if(EXISTS /lib/ld-linux-aarch64.so.1)
+    set(CMAKE_CROSSCOMPILING_EMULATOR ${GMP_QEMU_AARCH64})
+  else()
+    set(CMAKE_CROSSCOMPILING_EMULATOR ${GMP_QEMU_AARCH64} -L ${GMP_CROSS_SYSROOT})
+  endif()
+endif()
