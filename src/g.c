@@ -11,7 +11,6 @@
  * Locks: none on the per-P paths; sched.gflock for the global list and the
  * slab list.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -176,6 +175,8 @@ int gmp_go(void (*fn)(void *), void *arg)
         return GMP_EINVAL;
     struct m *mp = gmp__getm();
     struct schedt *s = cursched(mp);
+    /* Relaxed: see struct schedt. A spawn racing the stop may slip in;
+     * the exit protocol abandons or never runs it, as Go does. */
     if (!s || atomic_load_explicit(&s->exiting, memory_order_relaxed))
         return GMP_EPERM;
     if (mp && mp->curg) {
@@ -200,16 +201,6 @@ int gmp_go(void (*fn)(void *), void *arg)
     gmp__storeload_fence();         /* publish, then look for spinners */
     gmp__wakep(s);
     return 0;
-}
-
-void gmp_yield(void)
-{
-    struct m *mp = gmp__getm();
-    if (!mp || !mp->curg) {
-        sched_yield();
-        return;
-    }
-    gmp__mcall(mp, mp->curg, SW_YIELD);
 }
 
 uint64_t gmp_id(void)

@@ -148,6 +148,8 @@ static struct schedt *runtime_new(const struct settings *set)
         pp->link = s->pidle;
         s->pidle = pp;
     }
+    /* A seq_cst store, harmless: the runtime is not published yet; the
+     * lifecycle lock and thread creation order it for every M. */
     s->npidle = s->procs;
     for (unsigned i = 1; i <= (unsigned)s->procs; i++)
         if (gcd(i, (unsigned)s->procs) == 1)
@@ -206,8 +208,9 @@ void gmp__mexit(struct m *mp)
  * straggler is left to do it). Context: a thread that is not an M. */
 static bool stop_threads(struct schedt *s, bool abandon_running)
 {
-    /* Seq_cst: whoever reads exiting after this sees the runtime is over. */
-    atomic_store_explicit(&s->exiting, 1, memory_order_seq_cst);
+    /* Relaxed: see struct schedt; the wake-ups below carry it to parked
+     * Ms. */
+    atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
     gmp__wake_idle_ms(s);
     for (;;) {
         /* Acquire: pairs with the release bump in gmp__mexit. */
@@ -263,6 +266,7 @@ static int start(const gmp_config_t *cfg, bool main_mode,
     if (gmp__getm())
         return GMP_EBUSY;           /* called from inside the runtime */
     lc_enter();
+    /* Relaxed: gmp__sched changes only under lc_mu, which we hold. */
     if (atomic_load_explicit(&gmp__sched, memory_order_relaxed)) {
         pthread_mutex_unlock(&lc_mu);
         return GMP_EBUSY;
@@ -320,9 +324,11 @@ int gmp_shutdown(void)
         return GMP_EPERM;           /* from a goroutine: it would wait on
                                        itself */
     pthread_mutex_lock(&lc_mu);
+    /* Relaxed, both: gmp__sched changes only under lc_mu, held here;
+     * exiting, see struct schedt (a runtime stopping on its own is
+     * refused either way: by this flag or by the state lc_mu guards). */
     struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_relaxed);
-    if (!s || atomic_load_explicit(&s->exiting,
-                                               memory_order_relaxed) ||
+    if (!s || atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
         lc_stopping || s->main_mode) {
         pthread_mutex_unlock(&lc_mu);
         return GMP_EPERM;

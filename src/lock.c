@@ -13,7 +13,6 @@
 #include "runtime.h"
 
 #define SPIN_TRIES 64
-#define SLEEP_NS   1000000     /* a waiter's longest sleep: see lock.h */
 
 #ifdef GMP_TSAN
 _Atomic unsigned gmp__fence_word;  /* see gmp__storeload_fence */
@@ -40,29 +39,23 @@ void gmp__lock_slow(struct gmp__mutex *l)
 {
     /* Spin while the holder is likely to let go soon. */
     for (int i = 0; i < SPIN_TRIES; i++) {
-        uint32_t z = 0;
+        uint32_t z = GMP_MUTEX_UNLOCKED;
         /* Relaxed load: a hint; the CAS carries the acquire. */
         if (atomic_load_explicit(&l->key, memory_order_relaxed) == 0 &&
-            atomic_compare_exchange_weak_explicit(&l->key, &z, 1,
+            atomic_compare_exchange_weak_explicit(&l->key, &z,
+                                                  GMP_MUTEX_LOCKED,
                                                   memory_order_acquire,
                                                   memory_order_relaxed))
             return;
         gmp__cpu_relax();
     }
-    /* Sleep. Seq_cst increment: the count is visible before we look at
-     * key again, so an unlock that follows our look sees it. */
-    atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
-    for (;;) {
-        uint32_t z = 0;
-        /* Acquire: as in gmp__lock. */
-        if (atomic_compare_exchange_strong_explicit(&l->key, &z, 1,
-                                                    memory_order_acquire,
-                                                    memory_order_relaxed))
-            break;
-        gmp__futex_wait(&l->key, 1, SLEEP_NS);
-    }
-    /* Relaxed: only a hint for unlockers. */
-    atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
+    /* Sleep. The swap marks the lock contended before we sleep, so the
+     * holder's unlock sees 2 and wakes us; if it finds 0 the lock is
+     * ours. Acquire: as in gmp__lock. The futex sleeps only while the
+     * word is still 2: an unlock in between makes it return at once. */
+    while (atomic_exchange_explicit(&l->key, GMP_MUTEX_SLEEPING,
+                                    memory_order_acquire) != GMP_MUTEX_UNLOCKED)
+        gmp__futex_wait(&l->key, GMP_MUTEX_SLEEPING, -1);
 }
 
 void gmp__unlock_slow(struct gmp__mutex *l)

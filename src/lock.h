@@ -1,15 +1,15 @@
 /*
  * lock.h - the runtime's own locks and one-shot events, on Linux futexes.
  *
- * gmp__mutex: a test-and-set lock whose unlock is a plain release store,
- *   so an uncontended lock/unlock pair costs one locked instruction, not
- *   two (sched.lock is taken on every gmp_yield). A waiter spins briefly,
- *   then sleeps on the futex after counting itself in `sleepers`; the
- *   unlocker wakes one sleeper when it sees the count. The unlocker reads
- *   the count just before its store, with no full barrier between (that
- *   would cost the locked instruction we saved), so a waiter that
- *   registers in that instant can miss its wake-up: it sleeps with a
- *   timeout (SLEEP_NS in lock.c) and re-checks, so it is late, never lost.
+ * gmp__mutex: Go's futex lock (lock_futex.go), one word: 0 unlocked, 1
+ *   locked, 2 locked and a thread may be asleep on it. Lock is a CAS 0 -> 1;
+ *   a waiter spins briefly, then swaps in 2 and sleeps on the futex until
+ *   its swap finds 0. Unlock swaps in 0 and wakes one sleeper if the old
+ *   value was 2. The swap reads and releases in one step: no wake-up can
+ *   be missed, and nothing of *l is touched after the release (once it is
+ *   0 the next holder may free the lock's memory; the futex call uses only
+ *   the address). A thread that took the lock after sleeping stores 2, as
+ *   others may still sleep: at worst one spurious wake-up.
  *   Used for sched.lock and the free-list locks; never held across a
  *   switch, and only for short critical sections.
  * gmp__note: Go's note, a one-shot wake-up on one word. One sleeper,
@@ -23,9 +23,10 @@
 
 #define GMP_LOCK_API __attribute__((visibility("hidden")))
 
+enum { GMP_MUTEX_UNLOCKED, GMP_MUTEX_LOCKED, GMP_MUTEX_SLEEPING };
+
 struct gmp__mutex {
-    _Atomic uint32_t key;           /* 0 unlocked, 1 locked */
-    _Atomic uint32_t sleepers;      /* waiters asleep (or about to be) */
+    _Atomic uint32_t key;           /* GMP_MUTEX_* */
 };
 
 struct gmp__note {
@@ -37,26 +38,23 @@ GMP_LOCK_API void gmp__unlock_slow(struct gmp__mutex *l);
 
 static inline void gmp__lock(struct gmp__mutex *l)
 {
-    uint32_t z = 0;
+    uint32_t z = GMP_MUTEX_UNLOCKED;
     /* Acquire: the critical section sees what the last holder wrote
      * (pairs with the release in gmp__unlock). */
     if (__builtin_expect(atomic_compare_exchange_strong_explicit(
-            &l->key, &z, 1, memory_order_acquire, memory_order_relaxed), 1))
+            &l->key, &z, GMP_MUTEX_LOCKED, memory_order_acquire,
+            memory_order_relaxed), 1))
         return;
     gmp__lock_slow(l);
 }
 
 static inline void gmp__unlock(struct gmp__mutex *l)
 {
-    /* Look for sleepers before letting go: once key is 0 the next holder
-     * may free the lock's memory (the last thread out of a stopping
-     * runtime does), so nothing of *l is read after the store. Relaxed: a
-     * hint, see above; a stale 0 delays a sleeper, no more. */
-    uint32_t sleepers = atomic_load_explicit(&l->sleepers,
-                                             memory_order_relaxed);
-    /* Release: publishes the critical section to the next acquirer. */
-    atomic_store_explicit(&l->key, 0, memory_order_release);
-    if (__builtin_expect(sleepers != 0, 0))
+    /* Release: publishes the critical section to the next acquirer. The
+     * old value says, in the same step, whether anyone sleeps. */
+    uint32_t v = atomic_exchange_explicit(&l->key, GMP_MUTEX_UNLOCKED,
+                                          memory_order_release);
+    if (__builtin_expect(v == GMP_MUTEX_SLEEPING, 0))
         gmp__unlock_slow(l);        /* only a futex call on the address */
 }
 

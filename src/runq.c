@@ -35,8 +35,8 @@ static bool runqputslow(struct schedt *s, struct p *pp, struct g *gp,
     for (uint32_t i = 0; i < n; i++)
         batch[i] = atomic_load_explicit(&pp->runq[(h + i) & RUNQ_MASK],
                                         memory_order_relaxed);
-    /* Release on success: the slots we read are free for the owner (us)
-     * to reuse; acquire/release pair with thieves' CAS on the same head. */
+    /* Release on success (Go's CasRel): our reads of the slots happen
+     * before head moves past them, so they cannot see a later reuse. */
     if (!atomic_compare_exchange_strong_explicit(&pp->runqhead, &h, h + n,
                                                  memory_order_release,
                                                  memory_order_relaxed))
@@ -58,7 +58,9 @@ void gmp__runqput(struct schedt *s, struct p *pp, struct g *gp, bool next)
     if (next) {
         struct g *old;
         if (pp->solo) {
-            /* Relaxed: no other thread touches a solo P's runnext. */
+            /* Relaxed: no other thread writes a solo P's runnext (only Ps
+             * steal, and there is no other P); a spinning M's runqempty
+             * may read it, which is why it stays an atomic. */
             old = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
             atomic_store_explicit(&pp->runnext, gp, memory_order_relaxed);
         } else {
@@ -96,17 +98,21 @@ void gmp__runqput(struct schedt *s, struct p *pp, struct g *gp, bool next)
  * Context: owner of pp. Never blocks. */
 struct g *gmp__runqget(struct p *pp, bool *inherit)
 {
-    /* Relaxed load as a cheap test; the CAS is acquire and pairs with the
-     * release in the exchange that put the G there. */
+    /* Relaxed load as a cheap test; the CAS orders what matters. */
     struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
     if (next && pp->solo) {
-        /* Relaxed: no other thread touches a solo P's runnext. */
+        /* Relaxed: no other thread writes a solo P's runnext. */
         atomic_store_explicit(&pp->runnext, NULL, memory_order_relaxed);
         *inherit = true;
         return next;
     }
+    /* Acq_rel on success, Go's full-barrier cas: acquire pairs with the
+     * release exchange that put the G there; release makes the runnext
+     * emptying carry our earlier runqtail store with it, so a runqempty
+     * that reads NULL here also reads the tail that received a G kicked
+     * from runnext before. */
     if (next && atomic_compare_exchange_strong_explicit(
-                    &pp->runnext, &next, NULL, memory_order_acquire,
+                    &pp->runnext, &next, NULL, memory_order_acq_rel,
                     memory_order_relaxed)) {
         *inherit = true;
         return next;
@@ -115,13 +121,16 @@ struct g *gmp__runqget(struct p *pp, bool *inherit)
     for (;;) {
         /* Acquire: pairs with a thief's release CAS. */
         uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
+        /* Relaxed: only we write runqtail. */
         uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
         if (t == h)
             return NULL;
+        /* Relaxed: we wrote the slot ourselves (or copied it in). */
         struct g *gp = atomic_load_explicit(&pp->runq[h & RUNQ_MASK],
                                             memory_order_relaxed);
         if (pp->solo) {
-            /* Relaxed: no thief reads a solo P's head. */
+            /* Relaxed: no thief moves a solo P's head; runqempty may read
+             * it, as a hint. */
             atomic_store_explicit(&pp->runqhead, h + 1, memory_order_relaxed);
             return gp;
         }
@@ -150,12 +159,18 @@ bool gmp__runqempty(struct p *pp)
     }
 }
 
-/* Spin a few microseconds before taking a running victim's runnext: a G that
- * readies another and then blocks at once should get to run it itself. */
+/* Wait about 3 us (Go's usleep(3)) before taking a running victim's
+ * runnext: a G that readies another and then blocks at once should get to
+ * run it itself. By the clock, not a count of pauses: a pause lasts from
+ * one cycle (arm64's yield) to over a hundred (x86 since Skylake). */
+#define RUNNEXT_GRACE_NS 3000
 static void runnext_grace(void)
 {
-    for (int i = 0; i < 300; i++)
-        gmp__cpu_relax();
+    int64_t end = gmp_nanotime() + RUNNEXT_GRACE_NS;
+    do {
+        for (int i = 0; i < 16; i++)
+            gmp__cpu_relax();
+    } while (gmp_nanotime() < end);
 }
 
 /* Copies half of victim's ring into pp's ring, starting at pp's tail, and
@@ -163,6 +178,7 @@ static void runnext_grace(void)
  * ring is empty. Context: owner of pp (any P as a thief of victim). */
 static uint32_t runqgrab(struct p *pp, struct p *victim, bool stealnext)
 {
+    /* Relaxed: our own tail, only we write it. */
     uint32_t ptail = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
     for (;;) {
         /* Acquire on both: see the slots the victim published before its
@@ -180,6 +196,8 @@ static uint32_t runqgrab(struct p *pp, struct p *victim, bool stealnext)
                                                   memory_order_acquire);
             if (!next)
                 return 0;
+            /* Relaxed: a hint; a wrong guess only changes whether we
+             * wait before taking the G. */
             if (atomic_load_explicit(&victim->status, memory_order_relaxed) ==
                 P_RUNNING) {
                 runnext_grace();
@@ -220,6 +238,7 @@ static uint32_t runqgrab(struct p *pp, struct p *victim, bool stealnext)
  * (the rest stay in pp's ring), or NULL. Context: owner of pp. */
 struct g *gmp__runqsteal(struct p *pp, struct p *victim, bool stealnext)
 {
+    /* Relaxed: our own tail, and the slot runqgrab just wrote. */
     uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
     uint32_t n = runqgrab(pp, victim, stealnext);
     if (n == 0)
@@ -229,6 +248,7 @@ struct g *gmp__runqsteal(struct p *pp, struct p *victim, bool stealnext)
                                         memory_order_relaxed);
     if (n == 0)
         return gp;
+    /* Acquire, as in runqput (Go's LoadAcq): only an overflow check. */
     uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_acquire);
     if (t - h + n >= GMP_RUNQ_SIZE)
         gmp__throw("runqsteal: runq overflow");

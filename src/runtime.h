@@ -104,9 +104,10 @@ struct m {
     pthread_t   thread;
     void       *altstack;           /* sigaltstack for overflow reports */
     stack_t     oldss;              /* the thread's previous one */
-    /* Exit protocol (lifecycle.c): ing is 1 while a G runs on this M
-     * (seq_cst, Dekker pair with sched.exiting); done/abandoned under
-     * sched.lock. */
+    /* Exit protocol (lifecycle.c): ing is 1 while a G runs on this M, a
+     * relaxed hint: the stopper decides under sched.lock and re-reads it
+     * every millisecond, so a stale value only delays the decision;
+     * done/abandoned under sched.lock. */
     _Atomic int ing;
     bool        done;
     bool        abandoned;
@@ -180,11 +181,16 @@ struct schedt {
     GMP_ALIGNED _Atomic int32_t npidle;
     _Atomic int32_t nmspinning;
 
-    /* Set once when the runtime stops (main returned or shutdown). seq_cst:
-     * pairs with m->ing in the exit protocol. */
+    /* Set once when the runtime stops (main returned or shutdown). Stored
+     * and loaded relaxed everywhere: a stop flag that publishes nothing.
+     * An M polls it at scheduling points; one asleep is woken after the
+     * store (the note's release/acquire makes it see the 1); what an
+     * exiting M needs next (allm, done, abandoned) is under sched.lock,
+     * and gmp_main's thread learns of main's end through main_done. */
     GMP_ALIGNED _Atomic int exiting;
-    /* Bumped (release) whenever the last busy P goes idle; gmp_shutdown
-     * sleeps on it (futex) waiting for quiescence. */
+    /* While shutdown_waiting is set (relaxed: see pidleput), bumped
+     * (release) each time the last busy P goes idle; gmp_shutdown sleeps
+     * on it (futex) waiting for quiescence. */
     _Atomic uint32_t idlegen;
     _Atomic int shutdown_waiting;
 
@@ -217,7 +223,9 @@ struct schedt {
 
     bool        main_mode;          /* started by gmp_main */
     _Atomic(struct g *) maing;      /* gmp_main's G until it exits; relaxed:
-                                       only that G ever compares equal */
+                                       read only by the M running that G,
+                                       cleared before its descriptor is
+                                       freed for reuse */
     struct gmp__note main_done;     /* woken when the main G exits */
     /* Exit protocol (lifecycle.c), under lock. */
     int         nstragglers;        /* abandoned Ms still running */
@@ -295,12 +303,17 @@ static inline uint32_t gmp__fastrand(struct m *mp)
     return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32);
 }
 
+/* One step of a spin-wait. x86: pause (tens to a hundred-odd cycles).
+ * arm64: isb, not yield: yield retires in about a cycle on most cores, so
+ * a spin of N yields would be over before the other thread moved, while
+ * an isb waits for the pipeline to drain (tens of cycles). Spins that
+ * must last a given time go by the clock (runq.c, runnext_grace). */
 static inline void gmp__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
-    __asm__ __volatile__("yield" ::: "memory");
+    __asm__ __volatile__("isb sy" ::: "memory");
 #endif
 }
 

@@ -61,6 +61,10 @@ static void pidleput(struct schedt *s, struct p *pp)
      * essay above); the lock orders it for everyone else. */
     int32_t n = atomic_fetch_add_explicit(&s->npidle, 1,
                                           memory_order_relaxed) + 1;
+    /* Relaxed: gmp_shutdown stores shutdown_waiting before it takes
+     * sched.lock to check for quiescence. A P idled after that check holds
+     * the lock after it and sees the 1; one idled before it was counted
+     * by the check itself. */
     if (n == s->procs &&
         atomic_load_explicit(&s->shutdown_waiting, memory_order_relaxed)) {
         /* Release: gmp_shutdown's acquire load of idlegen then sees every
@@ -136,6 +140,7 @@ static void *mstart(void *arg)
 static void startm(struct schedt *s, struct p *pp, bool spinning)
 {
     gmp__lock(&s->lock);
+    /* Relaxed: see struct schedt. */
     if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
         goto fail_locked;
     if (!pp && !(pp = pidleget(s)))
@@ -188,9 +193,11 @@ void gmp__wakep(struct schedt *s)
     if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0)
         return;
     int32_t zero = 0;
+    /* Relaxed CAS: it only elects one waker (at most one M starts
+     * spinning per wakep); startm hands over the P under sched.lock. */
     if (atomic_load_explicit(&s->nmspinning, memory_order_relaxed) != 0 ||
         !atomic_compare_exchange_strong_explicit(&s->nmspinning, &zero, 1,
-                                                 memory_order_seq_cst,
+                                                 memory_order_relaxed,
                                                  memory_order_relaxed))
         return;
     startm(s, NULL, true);
@@ -201,6 +208,7 @@ void gmp__wakep(struct schedt *s)
 static void stopm(struct schedt *s, struct m *mp)
 {
     gmp__lock(&s->lock);
+    /* Relaxed: see struct schedt. */
     if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
         gmp__unlock(&s->lock);
         return;
@@ -221,8 +229,8 @@ static void stopm(struct schedt *s, struct m *mp)
 static void resetspinning(struct schedt *s, struct m *mp)
 {
     mp->spinning = false;
-    /* Seq_cst RMW, then the barrier for wakep's loads. */
-    atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_seq_cst);
+    /* Relaxed: the barrier after it orders it before wakep's loads. */
+    atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
     gmp__storeload_fence();
     gmp__wakep(s);
 }
@@ -249,6 +257,7 @@ static struct g *stealwork(struct schedt *s, struct m *mp)
             if (gp)
                 return gp;
         }
+        /* Relaxed: see struct schedt. */
         if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
             return NULL;
     }
@@ -262,6 +271,7 @@ static struct g *findrunnable(struct schedt *s, struct m *mp, bool *inherit)
 {
     struct g *gp;
 top:
+    /* Relaxed: see struct schedt. */
     if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
         return NULL;
     if (!mp->p) {                   /* woken by the exit broadcast */
@@ -296,6 +306,7 @@ top:
 
     /* Nothing anywhere: give up the P. */
     gmp__lock(&s->lock);
+    /* Relaxed: see struct schedt. */
     if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
         gmp__unlock(&s->lock);
         return NULL;
@@ -313,8 +324,9 @@ top:
         mp->spinning = false;
         /* Leave spinning: decrement, full barrier, re-check every queue.
          * Pairs with the barrier before wakep(): we see the submitter's
-         * work, or it sees nmspinning == 0 and wakes an M. */
-        atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_seq_cst);
+         * work, or it sees nmspinning == 0 and wakes an M. Relaxed: the
+         * barrier right after orders it. */
+        atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
         gmp__storeload_fence();
         bool work = atomic_load_explicit(&s->runqsize,
                                          memory_order_relaxed) != 0;
@@ -344,6 +356,7 @@ top:
 static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
 {
     struct g *gp = NULL;
+    /* Relaxed: see struct schedt. */
     if (GMP_UNLIKELY(atomic_load_explicit(&s->exiting, memory_order_relaxed)))
         return NULL;
     struct p *pp = mp->p;
@@ -410,6 +423,20 @@ void gmp__mcall(struct m *mp, struct g *gp, enum swreason why)
                     &now->g0_stack_size);
 }
 
+/* Here rather than in g.c so that it reads the M straight from TLS and
+ * gmp__mcall inlines: the yield path is a few nanoseconds long. Reading
+ * TLS inline is safe only before the switch; gmp__mcall re-reads it
+ * through the noinline gmp__getm afterwards. */
+void gmp_yield(void)
+{
+    struct m *mp = tls_m;
+    if (!mp || !mp->curg) {
+        sched_yield();
+        return;
+    }
+    gmp__mcall(mp, mp->curg, SW_YIELD);
+}
+
 /* Runs gp on mp until it switches back. Context: g0, mp holds a P. */
 static void execute(struct schedt *s, struct m *mp, struct g *gp,
                     bool inherit)
@@ -459,6 +486,7 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
     gmp__lock(&s->lock);
     gmp__globrunqput(s, gp);
+    /* Relaxed: see struct schedt. */
     if (!atomic_load_explicit(&s->exiting, memory_order_relaxed) &&
         atomic_load_explicit(&pp->runnext, memory_order_relaxed) == NULL &&
         atomic_load_explicit(&pp->runqhead, memory_order_relaxed) ==
@@ -492,13 +520,16 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
                           atomic_load_explicit(&pp->nexited,
                                                memory_order_relaxed) + 1,
                           memory_order_release);
-    /* Relaxed: see struct schedt. */
+    /* Relaxed, both: see struct schedt. Cleared before the descriptor can
+     * be reused, so a later G in it never looks like main. */
     bool wasmain = gp == atomic_load_explicit(&s->maing, memory_order_relaxed);
+    if (GMP_UNLIKELY(wasmain))
+        atomic_store_explicit(&s->maing, NULL, memory_order_relaxed);
     gmp__gfput(s, pp, gp);
     if (GMP_UNLIKELY(wasmain)) {
-        atomic_store_explicit(&s->maing, NULL, memory_order_relaxed);
-        /* Release: whoever sees exiting sees everything main did. */
-        atomic_store_explicit(&s->exiting, 1, memory_order_release);
+        /* Relaxed: see struct schedt; gmp_main's thread learns of the
+         * exit (and sees what main did) through main_done. */
+        atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
         gmp__wake_idle_ms(s);
         gmp__notewakeup(&s->main_done);
     }

@@ -95,7 +95,11 @@ void gmp_wg_add(gmp_wg_t *wgp, int64_t delta)
     if (v > 0 || w == 0)
         return;
     /* Counter zero with waiters: nobody may change the state now (an Add
-     * or a Wait would be a concurrent misuse); start the next round clean. */
+     * or a Wait would be a concurrent misuse); start the next round clean.
+     * Relaxed, but it must stay a read-modify-write: an RMW continues the
+     * release sequences of every Done before it, so a Wait that reads the
+     * 0 it leaves still synchronises with all of them. A plain store would
+     * cut them off. */
     if (!atomic_compare_exchange_strong_explicit(&wg->state, &st, 0,
                                                  memory_order_relaxed,
                                                  memory_order_relaxed))
