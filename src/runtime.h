@@ -310,10 +310,12 @@ static inline uint32_t gmp__fastrand(struct m *mp)
  * must last a given time go by the clock (runq.c, runnext_grace). */
 static inline void gmp__cpu_relax(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("isb sy" ::: "memory");
+#else
+#error "gmprt: unsupported processor (x86-64 and arm64 only)"
 #endif
 }
 
