@@ -103,6 +103,7 @@ struct m {
     uint64_t    fastrand;
     pthread_t   thread;
     void       *altstack;           /* sigaltstack for overflow reports */
+    size_t      altstack_size;
     stack_t     oldss;              /* the thread's previous one */
     /* Exit protocol (lifecycle.c): ing is 1 while a G runs on this M, a
      * relaxed hint: the stopper decides under sched.lock and re-reads it

@@ -47,7 +47,7 @@
 
 #define STACKS_PER_CHUNK 64
 #define PCACHE_MAX       32
-#define ALTSTACK_SIZE    (64 * 1024)
+#define ALTSTACK_MIN     (64 * 1024)
 
 enum { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 
@@ -265,18 +265,34 @@ void gmp__signals_restore(void)
     sigaction(SIGBUS, &old_bus, NULL);
 }
 
+/* The signal stack's size: 64 KiB for the handler, plus what the kernel
+ * needs for the signal frame on this machine, which arm64's SVE and SME
+ * register state can make larger than the old constant SIGSTKSZ. */
+static size_t altstack_size(void)
+{
+    size_t frame = SIGSTKSZ;
+#ifdef _SC_MINSIGSTKSZ
+    long k = sysconf(_SC_MINSIGSTKSZ);
+    if (k > 0 && (size_t)k > frame)
+        frame = (size_t)k;
+#endif
+    return ALTSTACK_MIN + frame;
+}
+
 int gmp__altstack_setup(struct m *mp)
 {
-    void *mem = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE,
+    size_t size = altstack_size();
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
         return GMP_ENOMEM;
-    stack_t ss = {.ss_sp = mem, .ss_size = ALTSTACK_SIZE, .ss_flags = 0};
+    stack_t ss = {.ss_sp = mem, .ss_size = size, .ss_flags = 0};
     if (sigaltstack(&ss, &mp->oldss) != 0) {
-        munmap(mem, ALTSTACK_SIZE);
+        munmap(mem, size);
         return GMP_ENOMEM;
     }
     mp->altstack = mem;
+    mp->altstack_size = size;
     return 0;
 }
 
@@ -287,6 +303,6 @@ void gmp__altstack_release(struct m *mp)
     /* Put back what the thread had (for gmp_main's caller; a runtime
      * thread had none, and gets SS_DISABLE back). */
     sigaltstack(&mp->oldss, NULL);
-    munmap(mp->altstack, ALTSTACK_SIZE);
+    munmap(mp->altstack, mp->altstack_size);
     mp->altstack = NULL;
 }
