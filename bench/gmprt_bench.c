@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <gmprt.h>
 
@@ -191,6 +193,56 @@ static void bench_steal(void *arg)
     emit(STEAL_TASKS, (double)el / 1e6, "ms");
 }
 
+/* ---- syscall: bracketed getppid beside a CPU-bound goroutine --------------- */
+
+#define SYSCALL_CALLS 1000000
+#define SYSCALL_STEPS 200000000ULL
+
+static int64_t sys_start, sys_ta, sys_tb;
+
+static void sys_alone(void *arg)
+{
+    (void)arg;
+    sink ^= lcg_steps(LCG_SEED, SYSCALL_STEPS);
+    gmp_wg_done(&wg);
+}
+
+static void sys_caller(void *arg)               /* A */
+{
+    (void)arg;
+    for (int i = 0; i < SYSCALL_CALLS; i++)
+        (void)GMP_SYSCALL(syscall(SYS_getppid));
+    sys_ta = gmp_nanotime() - sys_start;
+    gmp_wg_done(&wg);
+}
+
+static void sys_cruncher(void *arg)             /* B */
+{
+    (void)arg;
+    uint64_t x = lcg_steps(LCG_SEED, SYSCALL_STEPS);
+    sys_tb = gmp_nanotime() - sys_start;
+    sink ^= x;
+    gmp_wg_done(&wg);
+}
+
+static void bench_syscall(void *arg)
+{
+    (void)arg;
+    gmp_wg_add(&wg, 1);
+    int64_t t = gmp_nanotime();
+    gmp_go(sys_alone, NULL);
+    gmp_wg_wait(&wg);
+    int64_t t0 = gmp_nanotime() - t;
+
+    gmp_wg_add(&wg, 2);
+    sys_start = gmp_nanotime();
+    gmp_go(sys_caller, NULL);
+    gmp_go(sys_cruncher, NULL);
+    gmp_wg_wait(&wg);
+    emit(SYSCALL_CALLS, (double)sys_ta / SYSCALL_CALLS, "ns/syscall");
+    emit((int64_t)SYSCALL_STEPS, (double)sys_tb / (double)t0, "slowdown");
+}
+
 /* ---- command line -------------------------------------------------------- */
 
 struct bcase {
@@ -202,6 +254,7 @@ static const struct bcase cases[] = {
     {"yield", bench_yield},
     {"spawn", bench_spawn},
     {"steal", bench_steal},
+    {"syscall", bench_syscall},
 };
 
 static int usable_cpus(void)

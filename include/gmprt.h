@@ -107,6 +107,34 @@ GMP_EXTERN int64_t gmp_num_goroutines(void);
 /* Monotonic clock in nanoseconds. */
 GMP_EXTERN int64_t gmp_nanotime(void);
 
+/* ---- Blocking system calls ---------------------------------------------- */
+
+/* Go's entersyscall / exitsyscall. Bracket any call that may block the
+ * thread: inside, the goroutine's P is free, and if the call blocks the
+ * runtime's monitor thread hands the P to another thread within about a
+ * scheduling round, so the other goroutines keep running. A short call
+ * costs two atomic operations: on the way out the goroutine takes its P
+ * back if nobody took it, else any idle P, else it waits in the global
+ * queue (possibly resuming on another thread). errno is kept across
+ * gmp_syscall_exit.
+ * Inside a bracket the thread counts as a plain thread (gmp_go queues
+ * globally, gmp_yield yields the thread, a wait sleeps the thread).
+ * Brackets do not nest: an enter inside one, or an exit outside one, does
+ * nothing. Outside a goroutine both do nothing. */
+GMP_EXTERN void gmp_syscall_enter(void);
+GMP_EXTERN void gmp_syscall_exit(void);
+
+/* Wraps one call that returns a value, e.g.
+ *     ssize_t n = GMP_SYSCALL(read(fd, buf, len));
+ * (a GNU C statement expression: gcc and clang). */
+#define GMP_SYSCALL(call)                                                    \
+    __extension__({                                                          \
+        gmp_syscall_enter();                                                 \
+        __typeof__(call) gmp_syscall_r_ = (call);                            \
+        gmp_syscall_exit();                                                  \
+        gmp_syscall_r_;                                                      \
+    })
+
 /* ---- Synchronisation ---------------------------------------------------- */
 
 /* Go's sync.WaitGroup. All-zero storage (GMP_WG_INIT) is an empty group.

@@ -179,7 +179,7 @@ int gmp_go(void (*fn)(void *), void *arg)
      * the exit protocol abandons or never runs it, as Go does. */
     if (!s || atomic_load_explicit(&s->exiting, memory_order_relaxed))
         return GMP_EPERM;
-    if (mp && mp->curg) {
+    if (mp && mp->curg && mp->p) {
         struct p *pp = mp->p;
         struct g *gp = gmp__newg(s, pp, fn, arg);
         if (!gp)
@@ -190,6 +190,7 @@ int gmp_go(void (*fn)(void *), void *arg)
             gmp__storeload_fence();
             gmp__wakep(s);
         }
+        gmp__preempt_point(mp);
         return 0;
     }
     struct g *gp = gmp__newg(s, NULL, fn, arg);

@@ -110,6 +110,10 @@ static unsigned gcd(unsigned a, unsigned b)
 
 static void runtime_free(struct schedt *s)
 {
+    /* sysmon is stopped already unless start failed halfway. Relaxed: see
+     * struct schedt; the stop's wake-up carries it. */
+    atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
+    gmp__sysmon_stop(s);
     gmp__stacks_release(s);
     for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
         next = sl->next;
@@ -211,6 +215,9 @@ static bool stop_threads(struct schedt *s, bool abandon_running)
     /* Relaxed: see struct schedt; the wake-ups below carry it to parked
      * Ms. */
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
+    /* sysmon first: once it is gone, nothing starts an M or hands off a
+     * P any more. */
+    gmp__sysmon_stop(s);
     gmp__wake_idle_ms(s);
     for (;;) {
         /* Acquire: pairs with the release bump in gmp__mexit. */
@@ -275,6 +282,12 @@ static int start(const gmp_config_t *cfg, bool main_mode,
     if (!s) {
         pthread_mutex_unlock(&lc_mu);
         return GMP_ENOMEM;
+    }
+    err = gmp__sysmon_start(s);
+    if (err) {
+        runtime_free(s);
+        pthread_mutex_unlock(&lc_mu);
+        return err;
     }
     s->main_mode = main_mode;
     /* Release: a foreign thread that finds the pointer sees it built. */

@@ -71,6 +71,19 @@ void gmp__notesleep(struct gmp__note *n)
         gmp__futex_wait(&n->key, 0, -1);
 }
 
+bool gmp__notetsleep(struct gmp__note *n, int64_t ns)
+{
+    int64_t end = gmp_nanotime() + ns;
+    /* Acquire: as in gmp__notesleep. */
+    while (atomic_load_explicit(&n->key, memory_order_acquire) == 0) {
+        int64_t left = end - gmp_nanotime();
+        if (left <= 0)
+            return false;
+        gmp__futex_wait(&n->key, 0, left);
+    }
+    return true;
+}
+
 void gmp__notewakeup(struct gmp__note *n)
 {
     /* Release: pairs with the acquire load in gmp__notesleep. */

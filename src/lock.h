@@ -19,6 +19,7 @@
 #define GMP_LOCK_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define GMP_LOCK_API __attribute__((visibility("hidden")))
@@ -59,6 +60,8 @@ static inline void gmp__unlock(struct gmp__mutex *l)
 }
 
 GMP_LOCK_API void gmp__notesleep(struct gmp__note *n);
+/* Sleeps until woken or ns nanoseconds passed; true when woken. */
+GMP_LOCK_API bool gmp__notetsleep(struct gmp__note *n, int64_t ns);
 GMP_LOCK_API void gmp__notewakeup(struct gmp__note *n);
 
 static inline void gmp__noteclear(struct gmp__note *n)

@@ -60,7 +60,7 @@ void gmp__waiter_block(struct gmp__waiter *w, struct gmp__mutex *lock,
                        uint32_t reason)
 {
     struct m *mp = gmp__getm();
-    if (mp && mp->curg) {
+    if (mp && mp->curg && mp->p) {  /* a G, not inside a syscall bracket */
         w->gp = mp->curg;
         gmp__gopark(unlock_mutex, lock, reason);
         return;

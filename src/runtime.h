@@ -49,6 +49,7 @@ enum gstatus {                      /* Go's _Gidle ... _Gdead */
 /* Why a G switched to g0; g0 acts on it once the G's stack is left. */
 enum swreason {
     SW_NONE, SW_YIELD, SW_PARK, SW_EXIT,
+    SW_SYSCALL,                     /* left a syscall and found no P */
 };
 
 /*
@@ -90,6 +91,7 @@ struct m {
     struct g   *curg;               /* G running on this M, or NULL */
     struct p   *p;                  /* attached P */
     struct p   *nextp;              /* P handed over by startm (sched.lock) */
+    struct p   *oldp;               /* P given up by gmp_syscall_enter */
     struct m   *schedlink;          /* idle-M list link (sched.lock) */
     struct m   *alllink;            /* all-M list (sched.lock) */
     int64_t     id;
@@ -120,16 +122,28 @@ struct m {
 
 /* ---- P ------------------------------------------------------------------ */
 
-enum pstatus { P_IDLE, P_RUNNING, P_STOPPED };
+/* P_SYSCALL: its M is in a system call (gmp_syscall_enter) and holds it
+ * no longer; whoever wins a CAS from P_SYSCALL owns it: that M on its way
+ * out, or sysmon, which hands it to another M. */
+enum pstatus { P_IDLE, P_RUNNING, P_SYSCALL, P_STOPPED };
 
 struct p {
     /* Written by the owner only. */
     GMP_ALIGNED int id;
     bool        solo;               /* the only P: nobody steals from it */
-    _Atomic int status;             /* enum pstatus; relaxed hint for thieves */
+    _Atomic int status;             /* enum pstatus; relaxed hint for
+                                       thieves; release/acquire at the
+                                       P_SYSCALL handover */
     struct m   *m;                  /* owner, or NULL when idle */
     struct p   *link;               /* idle-P list (sched.lock) */
-    uint32_t    schedtick;          /* incremented on every scheduling */
+    /* Incremented by the owner (relaxed) on every new time slice and every
+     * return from a system call; sysmon reads them (relaxed) to see a G
+     * that runs too long or a syscall that blocks. */
+    _Atomic uint32_t schedtick;
+    _Atomic uint32_t syscalltick;
+    /* Set (relaxed) by sysmon when the running G has had its 10 ms; the G
+     * yields at its next runtime call; cleared when a G starts. */
+    _Atomic uint32_t preempt;
     struct g   *gfree;              /* dead Gs, no stack */
     int         ngfree;
     struct gstack *sfree;           /* free stacks */
@@ -194,6 +208,15 @@ struct schedt {
      * on it (futex) waiting for quiescence. */
     _Atomic uint32_t idlegen;
     _Atomic int shutdown_waiting;
+
+    /* sysmon (sysmon.c): its thread, its note (woken for exit, and when a
+     * P leaves the idle list while it sleeps deeply: sysmonwait, under
+     * lock), and what it last saw of each P (its own). */
+    pthread_t   sysmon_thread;
+    bool        sysmon_started;
+    bool        sysmonwait;
+    struct gmp__note sysmon_note;
+    struct sysmontick *sysmon_ticks;
 
     GMP_ALIGNED _Atomic uint64_t goidgen;   /* ids handed out in batches */
     _Atomic int64_t nforeign;       /* Gs created by non-goroutine threads */
@@ -262,6 +285,25 @@ GMP_HIDDEN void gmp__wakep(struct schedt *s);
 GMP_HIDDEN void gmp__mloop(struct m *mp);
 GMP_HIDDEN void gmp__mcall(struct m *mp, struct g *gp, enum swreason why);
 GMP_HIDDEN void gmp__wake_idle_ms(struct schedt *s);
+
+GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
+GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
+
+/* ---- sysmon.c ----------------------------------------------------------- */
+#define GMP_SYSMON_MIN_NS   20000       /* 20 us */
+#define GMP_SYSMON_MAX_NS   10000000    /* 10 ms */
+#define GMP_PREEMPT_NS      10000000    /* a G's time slice */
+struct sysmontick {
+    uint32_t schedtick;
+    uint32_t syscalltick;
+    int64_t  schedwhen;
+    int64_t  syscallwhen;
+};
+GMP_HIDDEN int gmp__sysmon_start(struct schedt *s);
+GMP_HIDDEN void gmp__sysmon_stop(struct schedt *s);
+
+/* ---- syscall.c ---------------------------------------------------------- */
+GMP_HIDDEN void gmp__preempt_point(struct m *mp);
 
 /* ---- g.c ---------------------------------------------------------------- */
 GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,

@@ -81,6 +81,12 @@ static struct p *pidleget(struct schedt *s)
         s->pidle = pp->link;
         /* Relaxed: as in pidleput. */
         atomic_fetch_sub_explicit(&s->npidle, 1, memory_order_relaxed);
+        /* Work again after every P was idle: sysmon may be in its deep
+         * sleep, which only this wakes. */
+        if (s->sysmonwait) {
+            s->sysmonwait = false;
+            gmp__notewakeup(&s->sysmon_note);
+        }
     }
     return pp;
 }
@@ -362,7 +368,9 @@ static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
     struct p *pp = mp->p;
     /* Every 61st tick, one G from the global queue, so that two Gs
      * readying each other cannot starve it. */
-    if (pp->schedtick % GMP_GLOBAL_TICK == 0 &&
+    /* Relaxed: our own counter (atomic only for sysmon's reads). */
+    if (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
+                GMP_GLOBAL_TICK == 0 &&
         atomic_load_explicit(&s->runqsize, memory_order_relaxed) > 0) {
         gmp__lock(&s->lock);
         gp = gmp__globrunqget(s, pp, 1);
@@ -430,7 +438,7 @@ void gmp__mcall(struct m *mp, struct g *gp, enum swreason why)
 void gmp_yield(void)
 {
     struct m *mp = tls_m;
-    if (!mp || !mp->curg) {
+    if (!mp || !mp->curg || !mp->p) {  /* not a G, or inside a syscall */
         sched_yield();
         return;
     }
@@ -446,8 +454,14 @@ static void execute(struct schedt *s, struct m *mp, struct g *gp,
     gp->m = mp;
     /* Relaxed: informational (gmp_dump, assertions). */
     atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+    /* Relaxed, both: owner-written; sysmon only compares. A new G's slice
+     * starts unmarked. */
+    atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
     if (!inherit)
-        pp->schedtick++;
+        atomic_store_explicit(&pp->schedtick,
+                              atomic_load_explicit(&pp->schedtick,
+                                                   memory_order_relaxed) + 1,
+                              memory_order_relaxed);
     if (!gp->stk) {
         gp->stk = gmp__stackalloc(s, pp);
         if (GMP_UNLIKELY(!gp->stk))
@@ -535,6 +549,88 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
     }
 }
 
+/* ---- System calls (the g0 side; syscall.c has the rest) ----------------- */
+
+/* Hands off pp, retaken from an M blocked in a system call (Go's
+ * handoffp): to an M at once when it has work, or when no M is spinning
+ * or idle to notice work that comes later; else to the idle list.
+ * Context: any thread without locks (sysmon), owning pp by its CAS. */
+void gmp__handoffp(struct schedt *s, struct p *pp)
+{
+    pp->m = NULL;
+    /* Relaxed: hints; the lock below settles the global queue. */
+    if (!gmp__runqempty(pp) ||
+        atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
+        startm(s, pp, false);
+        return;
+    }
+    int32_t zero = 0;
+    /* Relaxed: as in gmp__wakep. */
+    if (atomic_load_explicit(&s->nmspinning, memory_order_relaxed) +
+                atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong_explicit(&s->nmspinning, &zero, 1,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed)) {
+        startm(s, pp, true);
+        return;
+    }
+    gmp__lock(&s->lock);
+    /* Relaxed: under the lock that guards it. */
+    if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
+        gmp__unlock(&s->lock);
+        startm(s, pp, false);
+        return;
+    }
+    /* Relaxed: as in releasep. */
+    atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
+    pidleput(s, pp);
+    gmp__unlock(&s->lock);
+}
+
+/* A G leaving a system call whose P was taken: takes an idle P for mp if
+ * there is one. Context: the G, mp holds no P. */
+bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp)
+{
+    /* Relaxed: a hint that spares the lock when no P is idle. */
+    if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0)
+        return false;
+    gmp__lock(&s->lock);
+    struct p *pp = pidleget(s);
+    gmp__unlock(&s->lock);
+    if (!pp)
+        return false;
+    acquirep(mp, pp);
+    return true;
+}
+
+/* gp left its system call and found no P (Go's exitsyscall0): run it on
+ * an idle P if one appeared, else queue it globally and park mp until it
+ * is given a P. Returns the next G to run, NULL when the runtime exits.
+ * Context: g0, mp holds no P. */
+static struct g *exitsyscall0(struct schedt *s, struct m *mp, struct g *gp,
+                              bool *inherit)
+{
+    gp->m = NULL;
+    /* Relaxed: informational; the queue's lock orders the handover. */
+    atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__lock(&s->lock);
+    struct p *pp = pidleget(s);
+    if (!pp)
+        gmp__globrunqput(s, gp);
+    gmp__unlock(&s->lock);
+    if (pp) {
+        acquirep(mp, pp);
+        *inherit = false;
+        return gp;
+    }
+    /* Every P is busy (or in a syscall, which sysmon retakes when work
+     * waits): one of them takes gp from the global queue. */
+    stopm(s, mp);
+    if (!mp->p)
+        return NULL;                /* woken for the exit */
+    return schedule(s, mp, inherit);
+}
+
 void gmp__mloop(struct m *mp)
 {
     struct schedt *s = mp->sched;
@@ -562,6 +658,9 @@ void gmp__mloop(struct m *mp)
         case SW_EXIT:
             goexit0(s, mp, gp);
             break;
+        case SW_SYSCALL:
+            gp = exitsyscall0(s, mp, gp, &inherit);
+            continue;
         default:
             gmp__throw("g0: unknown switch reason");
         }

@@ -1,0 +1,94 @@
+/*
+ * syscall.c - the system-call bracket (Go's entersyscall/exitsyscall) and
+ * the cooperative preemption point.
+ *
+ * gmp_syscall_enter gives up the P without handing it to anyone: the P
+ * goes to P_SYSCALL with no M, its run queue untouched. If the call is
+ * short, gmp_syscall_exit takes the same P back with one CAS and nothing
+ * else happened. If it blocks, sysmon (sysmon.c) wins the CAS instead and
+ * hands the P to another M, so the other goroutines keep running. On the
+ * way out the G then takes an idle P if there is one, else it goes to the
+ * global queue and its M parks (the g0 side, exitsyscall0 in sched.c).
+ *
+ * Between enter and exit the goroutine's thread counts as a plain thread:
+ * gmp_go from it queues globally, gmp_yield yields the thread, a wait
+ * group wait sleeps the thread. Brackets do not nest: an enter inside a
+ * bracket and an exit outside one do nothing.
+ */
+#include <errno.h>
+
+#include "runtime.h"
+
+/* errno lives in thread-local storage, and a G may leave gmp_syscall_exit
+ * on another thread than it entered: the value is carried across, and
+ * written back through a call the compiler cannot merge with the read
+ * (glibc declares __errno_location const, so a location computed before
+ * the switch could be reused after it). */
+static __attribute__((noinline)) void errno_put(int e)
+{
+    errno = e;
+}
+
+void gmp__preempt_point(struct m *mp)
+{
+    struct p *pp = mp->p;
+    /* Relaxed: sysmon's mark is a request, not a publication. */
+    if (GMP_UNLIKELY(pp && mp->curg &&
+                     atomic_load_explicit(&pp->preempt, memory_order_relaxed)))
+        gmp__mcall(mp, mp->curg, SW_YIELD);     /* Go's gopreempt_m */
+}
+
+void gmp_syscall_enter(void)
+{
+    struct m *mp = gmp__getm();
+    if (!mp || !mp->curg || !mp->p)
+        return;                     /* a plain thread, or already inside */
+    struct p *pp = mp->p;
+    /* Relaxed: informational. */
+    atomic_store_explicit(&mp->curg->status, G_SYSCALL, memory_order_relaxed);
+    mp->oldp = pp;
+    mp->p = NULL;
+    pp->m = NULL;
+    /* Release: whoever takes the P over by CAS (sysmon, or another M
+     * leaving its own syscall) sees everything this M did as its owner. */
+    atomic_store_explicit(&pp->status, P_SYSCALL, memory_order_release);
+}
+
+void gmp_syscall_exit(void)
+{
+    struct m *mp = gmp__getm();
+    /* Relaxed: our own G's status, written by this thread. */
+    if (!mp || !mp->curg ||
+        atomic_load_explicit(&mp->curg->status, memory_order_relaxed) !=
+            G_SYSCALL)
+        return;
+    int saved_errno = errno;
+    struct g *gp = mp->curg;
+    struct p *pp = mp->oldp;
+    mp->oldp = NULL;
+    int st = P_SYSCALL;
+    /* Fast path: our P is still free. Acquire: pairs with the release
+     * that put it in P_SYSCALL (ours, or that of another M that took it
+     * meanwhile and is now in a syscall itself). */
+    if (atomic_compare_exchange_strong_explicit(&pp->status, &st, P_RUNNING,
+                                                memory_order_acquire,
+                                                memory_order_relaxed)) {
+        mp->p = pp;
+        pp->m = mp;
+        /* Relaxed: owner-written; tells sysmon a syscall ended here. */
+        atomic_store_explicit(&pp->syscalltick,
+                              atomic_load_explicit(&pp->syscalltick,
+                                                   memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    } else if (!gmp__exitsyscall_pidle(mp->sched, mp)) {
+        /* No P: g0 queues gp and parks this M; gp resumes on whichever M
+         * takes it, with a P. */
+        gmp__mcall(mp, gp, SW_SYSCALL);
+        errno_put(saved_errno);
+        return;
+    }
+    /* Relaxed: informational. */
+    atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+    gmp__preempt_point(mp);
+    errno_put(saved_errno);
+}

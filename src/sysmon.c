@@ -1,0 +1,148 @@
+/*
+ * sysmon.c - the system monitor: one thread with no P (Go's sysmon).
+ *
+ * It sleeps 20 us, doubling after 50 idle rounds up to 10 ms, and on each
+ * wake looks at every P (retake):
+ *   - a P whose G has run 10 ms (its schedtick unchanged that long) is
+ *     marked for preemption; the G yields at its next runtime call;
+ *   - a P in P_SYSCALL is retaken, once it has been seen in the same
+ *     syscall for one round, when it has work or no M is spinning or idle
+ *     to notice new work, and after 10 ms regardless, and handed to
+ *     another M (gmp__handoffp).
+ * When every P is idle it sleeps on its note until a P is taken again
+ * (pidleget wakes it) or the runtime stops.
+ *
+ * Its record of each P (sched.sysmon_ticks) is its own; what it reads of
+ * the Ps is atomics (status, schedtick, syscalltick) read relaxed: a stale
+ * value delays a decision by a round, and the CAS on status decides who
+ * owns a P in a syscall.
+ */
+#include <stdlib.h>
+
+#include "runtime.h"
+
+static void preemptone(struct p *pp)
+{
+    /* Relaxed: a request the running G polls. */
+    atomic_store_explicit(&pp->preempt, 1, memory_order_relaxed);
+}
+
+/* One look at every P. Returns how many Ps it retook from syscalls. */
+static int retake(struct schedt *s, int64_t now)
+{
+    int n = 0;
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        struct sysmontick *pd = &s->sysmon_ticks[i];
+        /* Relaxed, here and below: see the top of the file. */
+        int st = atomic_load_explicit(&pp->status, memory_order_relaxed);
+        bool sysretake = false;
+        if (st == P_RUNNING || st == P_SYSCALL) {
+            uint32_t t = atomic_load_explicit(&pp->schedtick,
+                                              memory_order_relaxed);
+            if (pd->schedtick != t) {
+                pd->schedtick = t;
+                pd->schedwhen = now;
+            } else if (now - pd->schedwhen >= GMP_PREEMPT_NS) {
+                preemptone(pp);
+                sysretake = true;   /* a G that ran long then blocked */
+            }
+        }
+        if (st != P_SYSCALL)
+            continue;
+        uint32_t t = atomic_load_explicit(&pp->syscalltick,
+                                          memory_order_relaxed);
+        if (!sysretake && pd->syscalltick != t) {
+            pd->syscalltick = t;    /* a new syscall: give it one round */
+            pd->syscallwhen = now;
+            continue;
+        }
+        if (gmp__runqempty(pp) &&
+            atomic_load_explicit(&s->nmspinning, memory_order_relaxed) +
+                    atomic_load_explicit(&s->npidle, memory_order_relaxed) >
+                0 &&
+            now - pd->syscallwhen < GMP_SYSMON_MAX_NS)
+            continue;
+        int expect = P_SYSCALL;
+        /* Acquire: pairs with gmp_syscall_enter's release; we own the P
+         * now, and the M in the syscall will not get it back. */
+        if (atomic_compare_exchange_strong_explicit(&pp->status, &expect,
+                                                    P_IDLE,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed)) {
+            n++;
+            gmp__handoffp(s, pp);
+        }
+    }
+    return n;
+}
+
+static void *sysmon(void *arg)
+{
+    struct schedt *s = arg;
+    int64_t delay = GMP_SYSMON_MIN_NS;
+    int idle = 0;
+    for (;;) {
+        if (idle == 0)
+            delay = GMP_SYSMON_MIN_NS;
+        else if (idle > 50 && delay < GMP_SYSMON_MAX_NS)
+            delay = delay * 2 < GMP_SYSMON_MAX_NS ? delay * 2
+                                                  : GMP_SYSMON_MAX_NS;
+        gmp__notetsleep(&s->sysmon_note, delay);
+        /* Relaxed: see struct schedt; the exit also wakes the note. */
+        if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+            break;
+        /* Relaxed hint, settled under the lock. */
+        if (atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
+            s->procs) {
+            gmp__lock(&s->lock);
+            if (atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
+                    s->procs &&
+                !atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+                s->sysmonwait = true;
+                gmp__unlock(&s->lock);
+                gmp__notesleep(&s->sysmon_note);
+                gmp__lock(&s->lock);
+                s->sysmonwait = false;
+            }
+            gmp__noteclear(&s->sysmon_note);
+            gmp__unlock(&s->lock);
+            idle = 0;
+            continue;
+        }
+        if (retake(s, gmp_nanotime()) > 0)
+            idle = 0;
+        else
+            idle++;
+    }
+    return NULL;
+}
+
+int gmp__sysmon_start(struct schedt *s)
+{
+    s->sysmon_ticks = calloc((size_t)s->procs, sizeof *s->sysmon_ticks);
+    if (!s->sysmon_ticks)
+        return GMP_ENOMEM;
+    if (pthread_create(&s->sysmon_thread, NULL, sysmon, s) != 0) {
+        free(s->sysmon_ticks);
+        s->sysmon_ticks = NULL;
+        return GMP_EAGAIN;
+    }
+    s->sysmon_started = true;
+    return 0;
+}
+
+/* Context: after sched.exiting is set, before the runtime is freed. */
+void gmp__sysmon_stop(struct schedt *s)
+{
+    if (s->sysmon_started) {
+        gmp__lock(&s->lock);
+        s->sysmonwait = false;
+        gmp__notewakeup(&s->sysmon_note);
+        gmp__unlock(&s->lock);
+        pthread_join(s->sysmon_thread, NULL);
+        s->sysmon_started = false;
+    }
+    free(s->sysmon_ticks);
+    s->sysmon_ticks = NULL;
+}

@@ -1,0 +1,248 @@
+/*
+ * test_syscall.c - the system-call bracket, sysmon's handoff and the
+ * cooperative preemption mark, at procs 1, 2 and 4.
+ *
+ * Every test here would hang, not fail an assert, if the runtime were
+ * wrong: a P held by a goroutine blocked in the kernel, or a hog that never
+ * lets the others run, stalls the progress the test thread waits for; the
+ * h_wait deadline then reports the hang. No assertion is about time.
+ */
+#include "harness.h"
+
+#include <sys/syscall.h>
+
+/* ---- A blocked read hands the P off -------------------------------------- */
+
+static struct {
+    int fd[2];
+    _Atomic int64_t in_read, rounds, reader_done, ticker_done;
+    _Atomic int stop;
+    ssize_t got;
+    int err_after;
+} br;
+
+static void blocked_reader(void *arg)
+{
+    (void)arg;
+    char c;
+    gmp_syscall_enter();
+    atomic_store(&br.in_read, 1);
+    br.got = read(br.fd[0], &c, 1);     /* blocks until the test writes */
+    errno = 4321;
+    gmp_syscall_exit();
+    br.err_after = errno;               /* kept across the exit */
+    atomic_store(&br.reader_done, 1);
+}
+
+/* Round trips through the scheduler while the reader is blocked. */
+static void ticker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&br.stop)) {
+        atomic_fetch_add(&br.rounds, 1);
+        gmp_yield();
+    }
+    atomic_store(&br.ticker_done, 1);
+}
+
+static void test_syscall_blocked_read_hands_p_off(void **state)
+{
+    memset(&br, 0, sizeof br);
+    assert_int_equal(pipe(br.fd), 0);
+    assert_int_equal(gmp_go(blocked_reader, NULL), 0);
+    assert_int_equal(h_wait(&br.in_read, 1), 0);
+    assert_int_equal(gmp_go(ticker, NULL), 0);
+    /* With the reader's P stuck in the kernel, only a handoff lets the
+     * ticker run at all (procs=1) or keep running. */
+    assert_int_equal(h_wait(&br.rounds, 10000), 0);
+    assert_int_equal(atomic_load(&br.reader_done), 0);
+    assert_int_equal(write(br.fd[1], "x", 1), 1);
+    assert_int_equal(h_wait(&br.reader_done, 1), 0);
+    atomic_store(&br.stop, 1);
+    assert_int_equal(h_wait(&br.ticker_done, 1), 0);
+    assert_int_equal(br.got, 1);
+    assert_int_equal(br.err_after, 4321);
+    close(br.fd[0]);
+    close(br.fd[1]);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
+/* ---- A 200 ms sleep in the kernel, main keeps going ---------------------- */
+
+static struct {
+    _Atomic int64_t asleep, woke, rounds_at_wake, main_done;
+    _Atomic int64_t rounds;
+} sl;
+
+static void sleeper(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    gmp_syscall_enter();
+    atomic_store(&sl.asleep, 1);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    gmp_syscall_exit();
+    atomic_store(&sl.rounds_at_wake, atomic_load(&sl.rounds));
+    atomic_store(&sl.woke, 1);
+}
+
+/* The "main" goroutine: round trips until the sleeper is back. */
+static void main_rounds(void *arg)
+{
+    (void)arg;
+    gmp_go(sleeper, NULL);
+    while (!atomic_load(&sl.asleep))
+        gmp_yield();
+    while (!atomic_load(&sl.woke)) {
+        atomic_fetch_add(&sl.rounds, 1);
+        gmp_yield();
+    }
+    atomic_store(&sl.main_done, 1);
+}
+
+/* sysmon retakes the sleeper's P within a round or two (at most 20 ms)
+ * of a 200 ms sleep, so main has made round trips by the time it wakes. */
+static void test_syscall_main_runs_during_a_long_sleep(void **state)
+{
+    memset(&sl, 0, sizeof sl);
+    assert_int_equal(gmp_go(main_rounds, NULL), 0);
+    assert_int_equal(h_wait(&sl.main_done, 1), 0);
+    assert_true(atomic_load(&sl.rounds_at_wake) > 0);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
+/* ---- Short syscalls in a loop do not starve a CPU-bound goroutine --------- */
+
+#define CPU_STEPS H_SCALE(50000000L)
+
+static struct {
+    _Atomic int stop;
+    _Atomic int64_t calls, done;
+    uint64_t result;
+} sc;
+
+static void syscaller(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&sc.stop, memory_order_relaxed)) {
+        long r = GMP_SYSCALL(syscall(SYS_getppid));
+        (void)r;
+        atomic_fetch_add_explicit(&sc.calls, 1, memory_order_relaxed);
+    }
+    atomic_fetch_add(&sc.done, 1);
+}
+
+/* Pure computation: it never enters the runtime, so it runs only when the
+ * syscaller's P is taken from it or the syscaller yields to the mark. */
+static void cruncher(void *arg)
+{
+    (void)arg;
+    uint64_t x = 42;
+    for (long i = 0; i < CPU_STEPS; i++)
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    sc.result = x;
+    atomic_store(&sc.stop, 1);
+    atomic_fetch_add(&sc.done, 1);
+}
+
+static void test_syscall_short_calls_do_not_starve_cpu_work(void **state)
+{
+    memset(&sc, 0, sizeof sc);
+    assert_int_equal(gmp_go(syscaller, NULL), 0);
+    assert_int_equal(gmp_go(cruncher, NULL), 0);
+    assert_int_equal(h_wait(&sc.done, 2), 0);
+    assert_true(atomic_load(&sc.calls) > 0);
+    assert_true(sc.result != 42);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
+/* ---- A spawning hog yields to the preemption mark -------------------------- */
+
+static struct {
+    _Atomic int stop;
+    _Atomic int64_t spawned, children, done;
+} hg;
+
+static void child(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add_explicit(&hg.children, 1, memory_order_relaxed);
+}
+
+/* Enters the runtime (gmp_go) all the time but never blocks: its children
+ * go to runnext, so without the mark it would keep the P forever. */
+static void spawner(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&hg.stop, memory_order_relaxed)) {
+        if (gmp_go(child, NULL) == 0)
+            atomic_fetch_add_explicit(&hg.spawned, 1, memory_order_relaxed);
+    }
+    atomic_fetch_add(&hg.done, 1);
+}
+
+static void stopper(void *arg)
+{
+    (void)arg;
+    atomic_store(&hg.stop, 1);
+    atomic_fetch_add(&hg.done, 1);
+}
+
+static void test_syscall_runtime_calls_honour_the_preemption_mark(void **state)
+{
+    memset(&hg, 0, sizeof hg);
+    assert_int_equal(gmp_go(spawner, NULL), 0);
+    /* Queued globally once the spawner is under way: on one P it runs only
+     * when the spawner lets the P go. */
+    assert_int_equal(h_wait(&hg.spawned, 1000), 0);
+    assert_int_equal(gmp_go(stopper, NULL), 0);
+    assert_int_equal(h_wait(&hg.done, 2), 0);
+    assert_int_equal(h_wait_ns(&hg.children, atomic_load(&hg.spawned),
+                               H_DEADLINE_NS), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
+/* ---- Outside a goroutine, and misuse ------------------------------------- */
+
+static _Atomic int64_t nest_done;
+static int nest_errno;
+
+static void nester(void *arg)
+{
+    (void)arg;
+    gmp_syscall_exit();             /* outside a bracket: nothing */
+    gmp_syscall_enter();
+    gmp_syscall_enter();            /* nested: nothing */
+    errno = 77;
+    gmp_syscall_exit();
+    nest_errno = errno;
+    gmp_syscall_exit();             /* already out: nothing */
+    gmp_yield();                    /* and the G is a G again */
+    atomic_store(&nest_done, 1);
+}
+
+static void test_syscall_brackets_do_not_nest(void **state)
+{
+    gmp_syscall_enter();            /* a plain thread: both do nothing */
+    gmp_syscall_exit();
+    atomic_store(&nest_done, 0);
+    assert_int_equal(gmp_go(nester, NULL), 0);
+    assert_int_equal(h_wait(&nest_done, 1), 0);
+    assert_int_equal(nest_errno, 77);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_syscall_blocked_read_hands_p_off),
+        cmocka_unit_test(test_syscall_main_runs_during_a_long_sleep),
+        cmocka_unit_test(test_syscall_short_calls_do_not_starve_cpu_work),
+        cmocka_unit_test(test_syscall_runtime_calls_honour_the_preemption_mark),
+        cmocka_unit_test(test_syscall_brackets_do_not_nest),
+    };
+    return cmocka_run_group_tests_name("syscall procs=1", t, h_up_1, h_down)
+         + cmocka_run_group_tests_name("syscall procs=2", t, h_up_2, h_down)
+         + cmocka_run_group_tests_name("syscall procs=4", t, h_up_4, h_down);
+}
