@@ -124,7 +124,13 @@ GMP_EXTERN int64_t gmp_nanotime(void);
 GMP_EXTERN void gmp_syscall_enter(void);
 GMP_EXTERN void gmp_syscall_exit(void);
 
-/* Wraps one call that returns a value, e.g.
+/* A goroutine may come back on another thread from any call that can
+ * switch (gmp_syscall_exit, gmp_yield, a wait): thread-local variables,
+ * errno among them, then belong to the new thread. errno is carried
+ * across gmp_syscall_exit, but read it through a fresh call: glibc
+ * declares __errno_location const, so a compiler may reuse the address of
+ * errno it computed earlier in the same function, on the old thread.
+ * Wraps one call that returns a value, e.g.
  *     ssize_t n = GMP_SYSCALL(read(fd, buf, len));
  * (a GNU C statement expression: gcc and clang). */
 #define GMP_SYSCALL(call)                                                    \

@@ -21,6 +21,19 @@ static struct {
     int err_after;
 } br;
 
+/* errno of the thread the caller runs on now. Not inline: glibc declares
+ * __errno_location const, so within one function the compiler may reuse
+ * the address it computed before a switch to another thread. */
+static __attribute__((noinline)) int errno_now(void)
+{
+    return errno;
+}
+
+static __attribute__((noinline)) void errno_set(int e)
+{
+    errno = e;
+}
+
 static void blocked_reader(void *arg)
 {
     (void)arg;
@@ -28,9 +41,9 @@ static void blocked_reader(void *arg)
     gmp_syscall_enter();
     atomic_store(&br.in_read, 1);
     br.got = read(br.fd[0], &c, 1);     /* blocks until the test writes */
-    errno = 4321;
+    errno_set(4321);
     gmp_syscall_exit();
-    br.err_after = errno;               /* kept across the exit */
+    br.err_after = errno_now();         /* kept, on whichever thread */
     atomic_store(&br.reader_done, 1);
 }
 
@@ -214,9 +227,9 @@ static void nester(void *arg)
     gmp_syscall_exit();             /* outside a bracket: nothing */
     gmp_syscall_enter();
     gmp_syscall_enter();            /* nested: nothing */
-    errno = 77;
+    errno_set(77);
     gmp_syscall_exit();
-    nest_errno = errno;
+    nest_errno = errno_now();
     gmp_syscall_exit();             /* already out: nothing */
     gmp_yield();                    /* and the G is a G again */
     atomic_store(&nest_done, 1);
