@@ -143,13 +143,9 @@ struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
             pp->goidcacheend = pp->goidcache + GOID_BATCH;
         }
         gp->goid = pp->goidcache++;
-        /* Owner-only counter: relaxed load of our own value; release
-         * store, so a reader that sees this G's exit sees its creation
+        /* Release, so a reader that sees this G's exit sees its creation
          * (pairs with the acquire loads in gmp__live_goroutines). */
-        atomic_store_explicit(&pp->ncreated,
-                              atomic_load_explicit(&pp->ncreated,
-                                                   memory_order_relaxed) + 1,
-                              memory_order_release);
+        gmp__owner_inc(&pp->ncreated, memory_order_release);
     } else {
         /* Relaxed: only uniqueness matters. */
         gp->goid = atomic_fetch_add_explicit(&s->goidgen, 1,

@@ -110,8 +110,8 @@ static unsigned gcd(unsigned a, unsigned b)
 
 static void runtime_free(struct schedt *s)
 {
-    /* sysmon is stopped already unless start failed halfway. Relaxed: see
-     * struct schedt; the stop's wake-up carries it. */
+    /* Set already unless start failed halfway. Relaxed: see struct
+     * schedt; the stop's wake-up carries it to sysmon. */
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
     gmp__sysmon_stop(s);
     gmp__stacks_release(s);
@@ -213,11 +213,10 @@ void gmp__mexit(struct m *mp)
 static bool stop_threads(struct schedt *s, bool abandon_running)
 {
     /* Relaxed: see struct schedt; the wake-ups below carry it to parked
-     * Ms. */
+     * Ms. sysmon notices it by itself within 10 ms and is joined when the
+     * runtime is freed; meanwhile startm refuses, under sched.lock, any M
+     * it would start. */
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
-    /* sysmon first: once it is gone, nothing starts an M or hands off a
-     * P any more. */
-    gmp__sysmon_stop(s);
     gmp__wake_idle_ms(s);
     for (;;) {
         /* Acquire: pairs with the release bump in gmp__mexit. */

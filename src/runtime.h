@@ -212,8 +212,7 @@ struct schedt {
     /* sysmon (sysmon.c): its thread, its note (woken for exit, and when a
      * P leaves the idle list while it sleeps deeply: sysmonwait, under
      * lock), and what it last saw of each P (its own). */
-    pthread_t   sysmon_thread;
-    bool        sysmon_started;
+    pthread_t   sysmon_thread;      /* running while sysmon_ticks != NULL */
     bool        sysmonwait;
     struct gmp__note sysmon_note;
     struct sysmontick *sysmon_ticks;
@@ -290,15 +289,6 @@ GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
 
 /* ---- sysmon.c ----------------------------------------------------------- */
-#define GMP_SYSMON_MIN_NS   20000       /* 20 us */
-#define GMP_SYSMON_MAX_NS   10000000    /* 10 ms */
-#define GMP_PREEMPT_NS      10000000    /* a G's time slice */
-struct sysmontick {
-    uint32_t schedtick;
-    uint32_t syscalltick;
-    int64_t  schedwhen;
-    int64_t  syscallwhen;
-};
 GMP_HIDDEN int gmp__sysmon_start(struct schedt *s);
 GMP_HIDDEN void gmp__sysmon_stop(struct schedt *s);
 
@@ -321,6 +311,7 @@ GMP_HIDDEN struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp);
 GMP_HIDDEN void gmp__stackfree(struct schedt *s, struct p *pp,
                                struct gstack *st);
 GMP_HIDDEN void gmp__stacks_release(struct schedt *s);
+GMP_HIDDEN bool gmp__guard_region_works(char *page, size_t len);
 GMP_HIDDEN int gmp__signals_install(void);
 GMP_HIDDEN void gmp__signals_restore(void);
 GMP_HIDDEN int gmp__altstack_setup(struct m *mp);
@@ -334,6 +325,15 @@ GMP_HIDDEN _Noreturn void gmp__throw(const char *msg);
 GMP_HIDDEN _Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn);
 
 /* ---- small helpers ------------------------------------------------------ */
+
+/* Adds one to a counter only its owner writes: a plain load of our own
+ * value and a store with the given order, no locked read-modify-write.
+ * Readers on other threads see whole values. */
+#define gmp__owner_inc(obj, order)                                          \
+    atomic_store_explicit((obj),                                            \
+                          atomic_load_explicit((obj), memory_order_relaxed) \
+                              + 1,                                          \
+                          (order))
 
 /* xorshift64*: per-M, no sharing. */
 static inline uint32_t gmp__fastrand(struct m *mp)

@@ -458,10 +458,7 @@ static void execute(struct schedt *s, struct m *mp, struct g *gp,
      * starts unmarked. */
     atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
     if (!inherit)
-        atomic_store_explicit(&pp->schedtick,
-                              atomic_load_explicit(&pp->schedtick,
-                                                   memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+        gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
     if (!gp->stk) {
         gp->stk = gmp__stackalloc(s, pp);
         if (GMP_UNLIKELY(!gp->stk))
@@ -528,12 +525,8 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
     gmp__stackfree(s, pp, gp->stk);
     gp->stk = NULL;
     gp->m = NULL;
-    /* Owner-only counter: relaxed load of our own value; release store
-     * (see gmp__live_goroutines for the order readers rely on). */
-    atomic_store_explicit(&pp->nexited,
-                          atomic_load_explicit(&pp->nexited,
-                                               memory_order_relaxed) + 1,
-                          memory_order_release);
+    /* Release: see gmp__live_goroutines for the order readers rely on. */
+    gmp__owner_inc(&pp->nexited, memory_order_release);
     /* Relaxed, both: see struct schedt. Cleared before the descriptor can
      * be reused, so a later G in it never looks like main. */
     bool wasmain = gp == atomic_load_explicit(&s->maing, memory_order_relaxed);
@@ -557,7 +550,6 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
  * Context: any thread without locks (sysmon), owning pp by its CAS. */
 void gmp__handoffp(struct schedt *s, struct p *pp)
 {
-    pp->m = NULL;
     /* Relaxed: hints; the lock below settles the global queue. */
     if (!gmp__runqempty(pp) ||
         atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
@@ -581,9 +573,7 @@ void gmp__handoffp(struct schedt *s, struct p *pp)
         startm(s, pp, false);
         return;
     }
-    /* Relaxed: as in releasep. */
-    atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
-    pidleput(s, pp);
+    pidleput(s, pp);                /* already P_IDLE, by sysmon's CAS */
     gmp__unlock(&s->lock);
 }
 

@@ -51,22 +51,21 @@
 
 enum { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 
-/* Picks the guard mode once, on the first chunk's first guard page (base,
- * len). MADV_GUARD_INSTALL counts only if the page then really faults: an
- * emulator (qemu-user) answers 0 to advice it ignores. The kernel's own
- * copy from that page must fail with EFAULT; a kernel or sandbox without
- * process_vm_readv gets mprotect guards, which always work. Installing the
- * guard again later is a no-op; a failed probe changed nothing. */
-static int guard_probe(char *base, size_t len)
+/* Installs a guard region on [page, page + len) and reports whether it
+ * really faults. MADV_GUARD_INSTALL counts only if the kernel's own copy
+ * from the page then fails with EFAULT: an emulator (qemu-user) answers 0
+ * to advice it ignores, and a kernel or sandbox without process_vm_readv
+ * gets mprotect guards, which always work. Installing the guard again
+ * later is a no-op; a failed probe changed nothing. */
+bool gmp__guard_region_works(char *page, size_t len)
 {
-    if (madvise(base, len, MADV_GUARD_INSTALL) != 0)
-        return GUARD_MPROTECT;
+    if (madvise(page, len, MADV_GUARD_INSTALL) != 0)
+        return false;
     char byte;
     struct iovec to = {.iov_base = &byte, .iov_len = 1};
-    struct iovec from = {.iov_base = base, .iov_len = 1};
-    if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) < 0 && errno == EFAULT)
-        return GUARD_MADVISE;
-    return GUARD_MPROTECT;
+    struct iovec from = {.iov_base = page, .iov_len = 1};
+    return process_vm_readv(getpid(), &to, 1, &from, 1, 0) < 0 &&
+           errno == EFAULT;
 }
 
 /* Maps a new chunk and, the first time, picks the guard mode. Context:
@@ -83,8 +82,10 @@ static bool chunk_new(struct schedt *s)
         free(c);
         return false;
     }
-    if (s->guard_mode == GUARD_UNKNOWN)
-        s->guard_mode = guard_probe(c->base, s->guard_size);
+    if (s->guard_mode == GUARD_UNKNOWN)     /* once, on the first guard */
+        s->guard_mode = gmp__guard_region_works(c->base, s->guard_size)
+                            ? GUARD_MADVISE
+                            : GUARD_MPROTECT;
     c->next = s->chunks;
     s->chunks = c;
     s->chunk_next = c->base;

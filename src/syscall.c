@@ -29,12 +29,12 @@ static __attribute__((noinline)) void errno_put(int e)
     errno = e;
 }
 
+/* Context: a G whose M holds a P. */
 void gmp__preempt_point(struct m *mp)
 {
-    struct p *pp = mp->p;
     /* Relaxed: sysmon's mark is a request, not a publication. */
-    if (GMP_UNLIKELY(pp && mp->curg &&
-                     atomic_load_explicit(&pp->preempt, memory_order_relaxed)))
+    if (GMP_UNLIKELY(atomic_load_explicit(&mp->p->preempt,
+                                          memory_order_relaxed)))
         gmp__mcall(mp, mp->curg, SW_YIELD);     /* Go's gopreempt_m */
 }
 
@@ -75,11 +75,8 @@ void gmp_syscall_exit(void)
                                                 memory_order_relaxed)) {
         mp->p = pp;
         pp->m = mp;
-        /* Relaxed: owner-written; tells sysmon a syscall ended here. */
-        atomic_store_explicit(&pp->syscalltick,
-                              atomic_load_explicit(&pp->syscalltick,
-                                                   memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+        /* Relaxed: tells sysmon a syscall ended here. */
+        gmp__owner_inc(&pp->syscalltick, memory_order_relaxed);
     } else if (!gmp__exitsyscall_pidle(mp->sched, mp)) {
         /* No P: g0 queues gp and parks this M; gp resumes on whichever M
          * takes it, with a P. */

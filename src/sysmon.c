@@ -21,6 +21,18 @@
 
 #include "runtime.h"
 
+#define SYSMON_MIN_NS 20000         /* 20 us */
+#define SYSMON_MAX_NS 10000000      /* 10 ms */
+#define PREEMPT_NS    10000000      /* a G's time slice */
+
+/* What sysmon last saw of a P, and since when. */
+struct sysmontick {
+    uint32_t schedtick;
+    uint32_t syscalltick;
+    int64_t  schedwhen;
+    int64_t  syscallwhen;
+};
+
 static void preemptone(struct p *pp)
 {
     /* Relaxed: a request the running G polls. */
@@ -43,7 +55,7 @@ static int retake(struct schedt *s, int64_t now)
             if (pd->schedtick != t) {
                 pd->schedtick = t;
                 pd->schedwhen = now;
-            } else if (now - pd->schedwhen >= GMP_PREEMPT_NS) {
+            } else if (now - pd->schedwhen >= PREEMPT_NS) {
                 preemptone(pp);
                 sysretake = true;   /* a G that ran long then blocked */
             }
@@ -61,7 +73,7 @@ static int retake(struct schedt *s, int64_t now)
             atomic_load_explicit(&s->nmspinning, memory_order_relaxed) +
                     atomic_load_explicit(&s->npidle, memory_order_relaxed) >
                 0 &&
-            now - pd->syscallwhen < GMP_SYSMON_MAX_NS)
+            now - pd->syscallwhen < SYSMON_MAX_NS)
             continue;
         int expect = P_SYSCALL;
         /* Acquire: pairs with gmp_syscall_enter's release; we own the P
@@ -80,14 +92,14 @@ static int retake(struct schedt *s, int64_t now)
 static void *sysmon(void *arg)
 {
     struct schedt *s = arg;
-    int64_t delay = GMP_SYSMON_MIN_NS;
+    int64_t delay = SYSMON_MIN_NS;
     int idle = 0;
     for (;;) {
         if (idle == 0)
-            delay = GMP_SYSMON_MIN_NS;
-        else if (idle > 50 && delay < GMP_SYSMON_MAX_NS)
-            delay = delay * 2 < GMP_SYSMON_MAX_NS ? delay * 2
-                                                  : GMP_SYSMON_MAX_NS;
+            delay = SYSMON_MIN_NS;
+        else if (idle > 50 && delay < SYSMON_MAX_NS)
+            delay = delay * 2 < SYSMON_MAX_NS ? delay * 2
+                                                  : SYSMON_MAX_NS;
         gmp__notetsleep(&s->sysmon_note, delay);
         /* Relaxed: see struct schedt; the exit also wakes the note. */
         if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
@@ -120,29 +132,28 @@ static void *sysmon(void *arg)
 
 int gmp__sysmon_start(struct schedt *s)
 {
-    s->sysmon_ticks = calloc((size_t)s->procs, sizeof *s->sysmon_ticks);
-    if (!s->sysmon_ticks)
+    struct sysmontick *ticks = calloc((size_t)s->procs, sizeof *ticks);
+    if (!ticks)
         return GMP_ENOMEM;
+    s->sysmon_ticks = ticks;        /* before the thread reads it */
     if (pthread_create(&s->sysmon_thread, NULL, sysmon, s) != 0) {
-        free(s->sysmon_ticks);
         s->sysmon_ticks = NULL;
+        free(ticks);
         return GMP_EAGAIN;
     }
-    s->sysmon_started = true;
     return 0;
 }
 
-/* Context: after sched.exiting is set, before the runtime is freed. */
+/* Context: after sched.exiting is set, when the runtime is freed. */
 void gmp__sysmon_stop(struct schedt *s)
 {
-    if (s->sysmon_started) {
-        gmp__lock(&s->lock);
-        s->sysmonwait = false;
-        gmp__notewakeup(&s->sysmon_note);
-        gmp__unlock(&s->lock);
-        pthread_join(s->sysmon_thread, NULL);
-        s->sysmon_started = false;
-    }
+    if (!s->sysmon_ticks)
+        return;                     /* never started */
+    gmp__lock(&s->lock);
+    s->sysmonwait = false;
+    gmp__notewakeup(&s->sysmon_note);
+    gmp__unlock(&s->lock);
+    pthread_join(s->sysmon_thread, NULL);
     free(s->sysmon_ticks);
     s->sysmon_ticks = NULL;
 }

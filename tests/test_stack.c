@@ -12,7 +12,8 @@
 
 #include <limits.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
+
+#include "runtime.h"        /* gmp__guard_region_works */
 
 /* ---- Overflow ----------------------------------------------------------- */
 
@@ -378,29 +379,18 @@ static void test_stack_callee_saved_registers_survive_switches(void **state)
 
 /* ---- A million at once ------------------------------------------------- */
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102
-#endif
-
 /* How many stacks can exist at once here. With guard regions (Linux
  * 6.13+) a stack adds no mapping; without them (older kernels, qemu-user,
  * which ignores the advice) each guard is an mprotect that splits its
  * chunk, and vm.max_map_count (65530 by default) bounds the count. The
- * probe is the runtime's: the kernel must refuse to read a guard page. */
+ * probe is the runtime's own (white-box). */
 static long stacks_possible(void)
 {
     long pg = sysconf(_SC_PAGESIZE);
     char *p = mmap(NULL, (size_t)pg, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(p != MAP_FAILED);
-    bool guards = false;
-    if (madvise(p, (size_t)pg, MADV_GUARD_INSTALL) == 0) {
-        char byte;
-        struct iovec to = {.iov_base = &byte, .iov_len = 1};
-        struct iovec from = {.iov_base = p, .iov_len = 1};
-        guards = process_vm_readv(getpid(), &to, 1, &from, 1, 0) < 0 &&
-                 errno == EFAULT;
-    }
+    bool guards = gmp__guard_region_works(p, (size_t)pg);
     munmap(p, (size_t)pg);
     if (guards)
         return LONG_MAX;
