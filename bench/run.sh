@@ -83,6 +83,7 @@ if [ "$ARCH" = aarch64 ]; then
         exit 1
     }
     EMU=("$qemu")
+    export QEMU_CPU=max,sve=off,sme=off # see cmake/aarch64-linux-gnu.cmake
     note "aarch64 under $qemu: the figures show that it runs, not its speed"
 fi
 

@@ -37,11 +37,19 @@ set(ENV{PKG_CONFIG_LIBDIR}
 # they link. Only without it does qemu take loader and libc from the cross
 # sysroot (-L): Debian 12's libc6-arm64-cross (2.36-8cross1) hangs inside
 # pthread_create under its qemu-user 7.2, while the multiarch libc runs.
+#
+# The emulated processor has no SVE or SME (QEMU_CPU=max,sve=off,sme=off,
+# which .ci/run and bench/run.sh also set): qemu-user keeps SVE state across
+# system calls, where Linux discards it, so a thread that once ran glibc's
+# SVE string routines would keep predicate registers live forever, and the
+# preemption handler (src/preempt.c) never preempts over live SVE state.
 find_program(GMP_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static)
 if(GMP_QEMU_AARCH64)
+  set(GMP_QEMU_CPU -cpu max,sve=off,sme=off)
   if(EXISTS /lib/ld-linux-aarch64.so.1)
-    set(CMAKE_CROSSCOMPILING_EMULATOR ${GMP_QEMU_AARCH64})
+    set(CMAKE_CROSSCOMPILING_EMULATOR ${GMP_QEMU_AARCH64} ${GMP_QEMU_CPU})
   else()
-    set(CMAKE_CROSSCOMPILING_EMULATOR ${GMP_QEMU_AARCH64} -L ${GMP_CROSS_SYSROOT})
+    set(CMAKE_CROSSCOMPILING_EMULATOR ${GMP_QEMU_AARCH64} ${GMP_QEMU_CPU}
+        -L ${GMP_CROSS_SYSROOT})
   endif()
 endif()

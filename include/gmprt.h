@@ -51,6 +51,9 @@ typedef struct gmp_config {
     size_t stack_size;   /* goroutine stack incl. guard; 0: 256 KiB.
                             Otherwise 16 KiB..1 GiB, rounded up to pages.    */
     int    max_threads;  /* Ms; 0: 10000                                      */
+    int    async_preempt_off; /* nonzero: no preemption by signal (as
+                            GMP_DEBUG=asyncpreemptoff=1); goroutines are
+                            then preempted only at runtime calls          */
     /* Room for fields later versions add: all-zero means "defaults", so a
      * program built against this header keeps working with a newer library. */
     void  *reserved_[13];
@@ -125,7 +128,8 @@ GMP_EXTERN void gmp_syscall_enter(void);
 GMP_EXTERN void gmp_syscall_exit(void);
 
 /* A goroutine may come back on another thread from any call that can
- * switch (gmp_syscall_exit, gmp_yield, a wait): thread-local variables,
+ * switch (gmp_syscall_exit, gmp_yield, a wait), and after a preemption
+ * (see Preemption below): thread-local variables,
  * errno among them, then belong to the new thread. errno is carried
  * across gmp_syscall_exit, but read it through a fresh call: glibc
  * declares __errno_location const, so a compiler may reuse the address of
@@ -140,6 +144,40 @@ GMP_EXTERN void gmp_syscall_exit(void);
         gmp_syscall_exit();                                                  \
         gmp_syscall_r_;                                                      \
     })
+
+/* ---- Preemption ---------------------------------------------------------- */
+
+/* A goroutine that runs 10 ms without giving up its P is preempted: at its
+ * next runtime call, or, for a loop that makes none, by a signal (SIGURG,
+ * as Go) that the runtime's monitor sends to its thread. The handler
+ * preempts only at a safe point: goroutine code, not inside the runtime,
+ * libc, the dynamic loader, libstdc++, libgcc_s or a sanitizer runtime,
+ * not in a syscall bracket, not inside a signal handler or with signals
+ * masked beyond the thread's usual mask, and not in a disabled section;
+ * otherwise it tries again at the next signal. Every register is saved
+ * and restored exactly, and errno is carried to the thread the goroutine
+ * resumes on. Other thread-local variables are not: code that keeps a
+ * thread-local address across a loop should disable preemption.
+ * Signals interrupt blocking calls made outside a bracket; those the
+ * kernel can restart are restarted (SA_RESTART), others return EINTR
+ * (nanosleep, poll, ...): bracket blocking calls. The handler chains to a
+ * SIGURG handler the program installed before the runtime started, for
+ * every SIGURG: a program that uses SIGURG must tolerate extra ones.
+ * Off when gmp_config_t.async_preempt_off is set, GMP_DEBUG contains
+ * asyncpreemptoff=1, in ThreadSanitizer builds (TSan delivers signals
+ * late, with a copy of the context), under valgrind, and when libc or a
+ * sanitizer runtime is linked statically (their code cannot be told apart
+ * from the program's). On arm64 a goroutine is not preempted by signal
+ * while SVE state beyond the SIMD registers is live (Linux drops it at
+ * each system call). docs/design.md has the details. */
+
+/* Marks the calling goroutine not preemptible (by the 10 ms mark or by
+ * signal) until the matching gmp_preempt_enable; they nest. It still
+ * yields, blocks and switches threads when it calls gmp_yield or waits.
+ * Outside a goroutine both do nothing; an enable without a disable does
+ * nothing. A preemption that was due meanwhile happens at the enable. */
+GMP_EXTERN void gmp_preempt_disable(void);
+GMP_EXTERN void gmp_preempt_enable(void);
 
 /* ---- Synchronisation ---------------------------------------------------- */
 

@@ -51,7 +51,26 @@ struct settings {
     int    procs;
     size_t stack_size;
     int    max_threads;
+    bool   async_preempt;
 };
+
+/* The value of key in $GMP_DEBUG (a comma-separated list of key=value, as
+ * Go's GODEBUG), or def when absent or not a number. */
+static long debug_value(const char *key, long def)
+{
+    const char *env = getenv("GMP_DEBUG");
+    size_t klen = strlen(key);
+    for (const char *p = env; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1
+                                                          : NULL) {
+        if (strncmp(p, key, klen) != 0 || p[klen] != '=')
+            continue;
+        char *end;
+        long v = strtol(p + klen + 1, &end, 10);
+        if (end != p + klen + 1 && (*end == ',' || *end == '\0'))
+            return v;
+    }
+    return def;
+}
 
 static int online_cpus(void)
 {
@@ -95,6 +114,8 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     size_t ss = cfg->stack_size ? cfg->stack_size : DEFAULT_STACK;
     out->stack_size = (ss + page - 1) & ~(page - 1);
     out->max_threads = cfg->max_threads ? cfg->max_threads : DEFAULT_THREADS;
+    out->async_preempt = !cfg->async_preempt_off &&
+                         debug_value("asyncpreemptoff", 0) == 0;
     return 0;
 }
 
@@ -115,6 +136,7 @@ static void runtime_free(struct schedt *s)
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
     gmp__sysmon_stop(s);
     gmp__stacks_release(s);
+    gmp__preempt_teardown(s);
     for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
         next = sl->next;
         munmap(sl, sl->len);
@@ -163,6 +185,7 @@ static struct schedt *runtime_new(const struct settings *set)
         free(s);
         return NULL;
     }
+    gmp__preempt_setup(s, set->async_preempt);
     return s;
 }
 
@@ -182,6 +205,7 @@ void gmp__mexit(struct m *mp)
 {
     struct schedt *s = mp->sched;
     bool last = false;
+    gmp__preempt_mexit(mp);         /* no preemption signal from here on */
     gmp__altstack_release(mp);
     gmp__lock(&s->lock);
     bool abandoned = mp->abandoned;

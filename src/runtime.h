@@ -50,6 +50,8 @@ enum gstatus {                      /* Go's _Gidle ... _Gdead */
 enum swreason {
     SW_NONE, SW_YIELD, SW_PARK, SW_EXIT,
     SW_SYSCALL,                     /* left a syscall and found no P */
+    SW_PREEMPT,                     /* preempted (sysmon's mark, or its
+                                       signal): to the global queue */
 };
 
 /*
@@ -82,6 +84,13 @@ struct g {
                                        ordering comes from the queues */
     uint32_t        waitreason;
     void           *asan_fake;      /* ASan builds: fake stack save slot */
+    /* Preemption (preempt.c). All written only on the thread running the
+     * G (by its own code or by the signal handler interrupting it). */
+    uint32_t        preemptoff;     /* gmp_preempt_disable depth */
+    uint32_t        asyncpreempts;  /* times preempted by signal */
+    uint32_t        asyncrefused;   /* signals that found its PC in libc,
+                                       the loader or the runtime */
+    uintptr_t       asyncpc;        /* PC of the last async preemption */
 };
 
 /* ---- M ------------------------------------------------------------------ */
@@ -104,6 +113,8 @@ struct m {
     struct gmp__note park;          /* sleeps here while idle */
     uint64_t    fastrand;
     pthread_t   thread;
+    int32_t     tid;                /* kernel thread id (preempt signals) */
+    uint64_t    sigmask0;           /* first 64 signals of its usual mask */
     void       *altstack;           /* sigaltstack for overflow reports */
     size_t      altstack_size;
     stack_t     oldss;              /* the thread's previous one */
@@ -144,6 +155,13 @@ struct p {
     /* Set (relaxed) by sysmon when the running G has had its 10 ms; the G
      * yields at its next runtime call; cleared when a G starts. */
     _Atomic uint32_t preempt;
+    /* Thread id of the owning M, stored (relaxed) when an M takes the P:
+     * where sysmon sends the preemption signal. May be stale; the signal
+     * handler checks what it interrupted. */
+    _Atomic int32_t tid;
+    /* Preemptions of Gs run here (owner increments, relaxed; readers
+     * sum them for statistics and tests). */
+    _Atomic uint64_t npreempt;
     struct g   *gfree;              /* dead Gs, no stack */
     int         ngfree;
     struct gstack *sfree;           /* free stacks */
@@ -216,6 +234,7 @@ struct schedt {
     bool        sysmonwait;
     struct gmp__note sysmon_note;
     struct sysmontick *sysmon_ticks;
+    bool        async_preempt;      /* preemption signals are on (fixed) */
 
     GMP_ALIGNED _Atomic uint64_t goidgen;   /* ids handed out in batches */
     _Atomic int64_t nforeign;       /* Gs created by non-goroutine threads */
@@ -265,6 +284,10 @@ GMP_HIDDEN extern _Atomic(struct schedt *) gmp__sched;
  * compiler must not reuse a thread-pointer it computed before one. */
 GMP_HIDDEN struct m *gmp__getm(void);
 GMP_HIDDEN void gmp__setm(struct m *mp);
+/* The variable itself, for the few hot paths that read it once on entry,
+ * before anything that can switch (gmp_yield, the syscall bracket). */
+GMP_HIDDEN extern __thread struct m *gmp__tls_m
+    __attribute__((tls_model("initial-exec")));
 
 /* ---- runq.c ------------------------------------------------------------- */
 GMP_HIDDEN void gmp__runqput(struct schedt *s, struct p *pp, struct g *gp,
@@ -292,8 +315,13 @@ GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
 GMP_HIDDEN int gmp__sysmon_start(struct schedt *s);
 GMP_HIDDEN void gmp__sysmon_stop(struct schedt *s);
 
-/* ---- syscall.c ---------------------------------------------------------- */
+/* ---- preempt.c ---------------------------------------------------------- */
 GMP_HIDDEN void gmp__preempt_point(struct m *mp);
+GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
+GMP_HIDDEN void gmp__preempt_setup(struct schedt *s, bool async);
+GMP_HIDDEN void gmp__preempt_teardown(struct schedt *s);
+GMP_HIDDEN void gmp__preempt_minit(struct m *mp);
+GMP_HIDDEN void gmp__preempt_mexit(struct m *mp);
 
 /* ---- g.c ---------------------------------------------------------------- */
 GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,

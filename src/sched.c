@@ -39,16 +39,16 @@
 
 #include "runtime.h"
 
-static __thread struct m *tls_m __attribute__((tls_model("initial-exec")));
+__thread struct m *gmp__tls_m __attribute__((tls_model("initial-exec")));
 
 __attribute__((noinline)) struct m *gmp__getm(void)
 {
-    return tls_m;
+    return gmp__tls_m;
 }
 
 void gmp__setm(struct m *mp)
 {
-    tls_m = mp;
+    gmp__tls_m = mp;
 }
 
 /* ---- P and M lists (sched.lock held) ------------------------------------ */
@@ -95,6 +95,8 @@ static void acquirep(struct m *mp, struct p *pp)
 {
     mp->p = pp;
     pp->m = mp;
+    /* Relaxed: where sysmon's signals go (see struct p). */
+    atomic_store_explicit(&pp->tid, mp->tid, memory_order_relaxed);
     /* Relaxed: a hint for thieves deciding whether to wait for runnext. */
     atomic_store_explicit(&pp->status, P_RUNNING, memory_order_relaxed);
 }
@@ -126,6 +128,7 @@ static void *mstart(void *arg)
     struct m *mp = arg;
     gmp__setm(mp);
     gmp__altstack_setup(mp);        /* without it overflows die unreported */
+    gmp__preempt_minit(mp);
     mp->g0_tsan_fiber = GMP_TSAN_CURRENT();
     mp->fastrand = 0x9E3779B97F4A7C15ULL * (uint64_t)(mp->id + 1) ^
                    (uint64_t)gmp_nanotime();
@@ -437,7 +440,7 @@ void gmp__mcall(struct m *mp, struct g *gp, enum swreason why)
  * through the noinline gmp__getm afterwards. */
 void gmp_yield(void)
 {
-    struct m *mp = tls_m;
+    struct m *mp = gmp__tls_m;
     if (!mp || !mp->curg || !mp->p) {  /* not a G, or inside a syscall */
         sched_yield();
         return;
@@ -629,6 +632,11 @@ void gmp__mloop(struct m *mp)
     while (gp) {
         execute(s, mp, gp, inherit);
         switch (mp->swreason) {
+        case SW_PREEMPT:
+            /* Relaxed: a statistic. */
+            gmp__owner_inc(&mp->p->npreempt, memory_order_relaxed);
+            /* A preempted G goes where a yielding one does. */
+            __attribute__((fallthrough));
         case SW_YIELD:
             gp = gosched_m(s, mp, gp, &inherit);
             continue;

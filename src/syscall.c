@@ -1,6 +1,6 @@
 /*
  * syscall.c - the system-call bracket (Go's entersyscall/exitsyscall) and
- * the cooperative preemption point.
+ * its cooperative preemption point.
  *
  * gmp_syscall_enter gives up the P without handing it to anyone: the P
  * goes to P_SYSCALL with no M, its run queue untouched. If the call is
@@ -29,18 +29,9 @@ static __attribute__((noinline)) void errno_put(int e)
     errno = e;
 }
 
-/* Context: a G whose M holds a P. */
-void gmp__preempt_point(struct m *mp)
-{
-    /* Relaxed: sysmon's mark is a request, not a publication. */
-    if (GMP_UNLIKELY(atomic_load_explicit(&mp->p->preempt,
-                                          memory_order_relaxed)))
-        gmp__mcall(mp, mp->curg, SW_YIELD);     /* Go's gopreempt_m */
-}
-
 void gmp_syscall_enter(void)
 {
-    struct m *mp = gmp__getm();
+    struct m *mp = gmp__tls_m;
     if (!mp || !mp->curg || !mp->p)
         return;                     /* a plain thread, or already inside */
     struct p *pp = mp->p;
@@ -54,15 +45,36 @@ void gmp_syscall_enter(void)
     atomic_store_explicit(&pp->status, P_SYSCALL, memory_order_release);
 }
 
+/* Everything but the fast path: no P to take back, or a preemption due.
+ * Either may switch threads or sleep in a lock, so errno is carried. Kept
+ * out of line: after a system call every code page and data page touched
+ * costs a TLB miss on machines that flush it at each kernel entry, and the
+ * fast path touches only its own code, the M, the G and the P.
+ * Context: the G that left a bracket; mp holds pp when have_p. */
+static __attribute__((noinline)) void exit_slow(struct m *mp, struct g *gp,
+                                                bool have_p)
+{
+    int saved_errno = errno;
+    if (!have_p) {
+        if (!gmp__exitsyscall_pidle(mp->sched, mp)) {
+            /* No P: g0 queues gp and parks this M; gp resumes on whichever
+             * M takes it, with a P. */
+            gmp__mcall(mp, gp, SW_SYSCALL);
+            errno_put(saved_errno);
+            return;
+        }
+        /* Relaxed: informational. */
+        atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+    }
+    gmp__preempt_point(mp);
+    errno_put(saved_errno);
+}
+
 void gmp_syscall_exit(void)
 {
-    struct m *mp = gmp__getm();
-    /* Relaxed: our own G's status, written by this thread. */
-    if (!mp || !mp->curg ||
-        atomic_load_explicit(&mp->curg->status, memory_order_relaxed) !=
-            G_SYSCALL)
-        return;
-    int saved_errno = errno;
+    struct m *mp = gmp__tls_m;
+    if (!mp || !mp->oldp)
+        return;                     /* not inside a bracket */
     struct g *gp = mp->curg;
     struct p *pp = mp->oldp;
     mp->oldp = NULL;
@@ -70,22 +82,23 @@ void gmp_syscall_exit(void)
     /* Fast path: our P is still free. Acquire: pairs with the release
      * that put it in P_SYSCALL (ours, or that of another M that took it
      * meanwhile and is now in a syscall itself). */
-    if (atomic_compare_exchange_strong_explicit(&pp->status, &st, P_RUNNING,
-                                                memory_order_acquire,
-                                                memory_order_relaxed)) {
+    if (GMP_LIKELY(atomic_compare_exchange_strong_explicit(
+            &pp->status, &st, P_RUNNING, memory_order_acquire,
+            memory_order_relaxed))) {
         mp->p = pp;
         pp->m = mp;
+        /* Relaxed: where sysmon's signals go (see struct p). */
+        atomic_store_explicit(&pp->tid, mp->tid, memory_order_relaxed);
         /* Relaxed: tells sysmon a syscall ended here. */
         gmp__owner_inc(&pp->syscalltick, memory_order_relaxed);
-    } else if (!gmp__exitsyscall_pidle(mp->sched, mp)) {
-        /* No P: g0 queues gp and parks this M; gp resumes on whichever M
-         * takes it, with a P. */
-        gmp__mcall(mp, gp, SW_SYSCALL);
-        errno_put(saved_errno);
+        /* Relaxed: informational. */
+        atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+        /* Relaxed: sysmon's mark is a request. */
+        if (GMP_LIKELY(!atomic_load_explicit(&pp->preempt,
+                                             memory_order_relaxed)))
+            return;
+        exit_slow(mp, gp, true);
         return;
     }
-    /* Relaxed: informational. */
-    atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
-    gmp__preempt_point(mp);
-    errno_put(saved_errno);
+    exit_slow(mp, gp, false);
 }

@@ -4,7 +4,9 @@
  * It sleeps 20 us, doubling after 50 idle rounds up to 10 ms, and on each
  * wake looks at every P (retake):
  *   - a P whose G has run 10 ms (its schedtick unchanged that long) is
- *     marked for preemption; the G yields at its next runtime call;
+ *     marked for preemption, and its thread signalled (preempt.c): the G
+ *     yields at its next runtime call or at the signal, whichever is
+ *     first; the signal is sent again every round while the mark stands;
  *   - a P in P_SYSCALL is retaken, once it has been seen in the same
  *     syscall for one round, when it has work or no M is spinning or idle
  *     to notice new work, and after 10 ms regardless, and handed to
@@ -33,12 +35,6 @@ struct sysmontick {
     int64_t  syscallwhen;
 };
 
-static void preemptone(struct p *pp)
-{
-    /* Relaxed: a request the running G polls. */
-    atomic_store_explicit(&pp->preempt, 1, memory_order_relaxed);
-}
-
 /* One look at every P. Returns how many Ps it retook from syscalls. */
 static int retake(struct schedt *s, int64_t now)
 {
@@ -56,7 +52,7 @@ static int retake(struct schedt *s, int64_t now)
                 pd->schedtick = t;
                 pd->schedwhen = now;
             } else if (now - pd->schedwhen >= PREEMPT_NS) {
-                preemptone(pp);
+                gmp__preemptone(s, pp);
                 sysretake = true;   /* a G that ran long then blocked */
             }
         }

@@ -99,21 +99,7 @@ gmp__ctx_start:
     .size   gmp__ctx_start, .-gmp__ctx_start
 
 /* gmp__ctx_jump has its landing pad, gmp__ctx_start is entered only by
- * ret, and neither signs a return address, so the object is compatible with
- * -mbranch-protection; say so when the build asks for it, or the linker
- * would turn those protections off for the whole program. */
-#if defined(__ARM_FEATURE_BTI_DEFAULT) || defined(__ARM_FEATURE_PAC_DEFAULT)
-    .pushsection .note.gnu.property, "a"
-    .p2align 3
-    .word   4                       /* name size: "GNU\0" */
-    .word   16                      /* descriptor size */
-    .word   5                       /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz  "GNU"
-    .word   0xc0000000              /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
-    .word   4
-    .word   3                       /* BTI | PAC */
-    .word   0
-    .popsection
-#endif
+ * ret, and neither signs a return address. */
+#include "property.h"
 
     .section .note.GNU-stack,"",%progbits
