@@ -445,14 +445,6 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
-/* errno is thread-local and the G may resume on another thread; written
- * through a call the compiler cannot merge with the read (glibc declares
- * __errno_location const). */
-static __attribute__((noinline)) void errno_put(int e)
-{
-    errno = e;
-}
-
 /* Called by the stub on the G's stack, every register saved. */
 void gmp__asyncpreempt2(uint64_t *frame)
 {
@@ -460,7 +452,7 @@ void gmp__asyncpreempt2(uint64_t *frame)
     int saved_errno = errno;
     struct m *mp = gmp__getm();
     gmp__mcall(mp, mp->curg, SW_PREEMPT);
-    errno_put(saved_errno);
+    gmp__errno_put(saved_errno);
 #if defined(__aarch64__)
     mp = gmp__getm();               /* maybe another thread now */
     frame[F_PID] = (uint64_t)preempt_pid;

@@ -315,6 +315,10 @@ GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
 GMP_HIDDEN int gmp__sysmon_start(struct schedt *s);
 GMP_HIDDEN void gmp__sysmon_stop(struct schedt *s);
 
+/* ---- syscall.c ---------------------------------------------------------- */
+/* Sets errno of the thread the caller runs on now (after a switch). */
+GMP_HIDDEN void gmp__errno_put(int e);
+
 /* ---- preempt.c ---------------------------------------------------------- */
 GMP_HIDDEN void gmp__preempt_point(struct m *mp);
 GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);

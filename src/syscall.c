@@ -24,7 +24,7 @@
  * written back through a call the compiler cannot merge with the read
  * (glibc declares __errno_location const, so a location computed before
  * the switch could be reused after it). */
-static __attribute__((noinline)) void errno_put(int e)
+__attribute__((noinline)) void gmp__errno_put(int e)
 {
     errno = e;
 }
@@ -60,14 +60,14 @@ static __attribute__((noinline)) void exit_slow(struct m *mp, struct g *gp,
             /* No P: g0 queues gp and parks this M; gp resumes on whichever
              * M takes it, with a P. */
             gmp__mcall(mp, gp, SW_SYSCALL);
-            errno_put(saved_errno);
+            gmp__errno_put(saved_errno);
             return;
         }
         /* Relaxed: informational. */
         atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
     }
     gmp__preempt_point(mp);
-    errno_put(saved_errno);
+    gmp__errno_put(saved_errno);
 }
 
 void gmp_syscall_exit(void)
