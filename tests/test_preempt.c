@@ -420,6 +420,53 @@ static void test_preempt_waits_for_libc_to_return(void **state)
     assert_int_equal(h_wait_quiet(), 0);
 }
 
+/* ---- Blocking calls outside a bracket restart --------------------------------- */
+
+static struct {
+    int fd[2];
+    _Atomic int64_t in_read, done;
+    ssize_t got;
+    int err;
+    uint32_t refused;
+} rs;
+
+/* A read that blocks while holding its P: the preemption signals land in
+ * the kernel, and SA_RESTART must bring the read back, not EINTR. */
+static void raw_reader(void *arg)
+{
+    (void)arg;
+    struct g *gp = self();
+    uint32_t r0 = ((volatile struct g *)gp)->asyncrefused;
+    char c;
+    atomic_store(&rs.in_read, 1);
+    rs.got = read(rs.fd[0], &c, 1);
+    rs.err = rs.got < 0 ? errno : 0;
+    rs.refused = ((volatile struct g *)gp)->asyncrefused - r0;
+    atomic_fetch_add(&rs.done, 1);
+}
+
+static void test_preempt_blocking_read_restarts(void **state)
+{
+    SKIP_WITHOUT_ASYNC();
+    memset(&rs, 0, sizeof rs);
+    assert_int_equal(pipe(rs.fd), 0);
+    preempter_start();
+    assert_int_equal(gmp_go(raw_reader, NULL), 0);
+    assert_int_equal(h_wait(&rs.in_read, 1), 0);
+    /* Hundreds of requests while the reader sits in read(). */
+    assert_int_equal(h_wait(&pe.sent, atomic_load(&pe.sent) + 300), 0);
+    assert_int_equal(write(rs.fd[1], "x", 1), 1);
+    int rc = h_wait(&rs.done, 1);
+    preempter_stop();
+    assert_int_equal(rc, 0);
+    assert_int_equal(rs.err, 0);
+    assert_int_equal(rs.got, 1);
+    assert_true(rs.refused > 0);    /* the signals did come, in libc */
+    close(rs.fd[0]);
+    close(rs.fd[1]);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
 /* ---- Switched off ------------------------------------------------------------ */
 
 static struct {
@@ -646,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_preempt_registers_survive),
         cmocka_unit_test(test_preempt_disabled_section_is_not_preempted),
         cmocka_unit_test(test_preempt_waits_for_libc_to_return),
+        cmocka_unit_test(test_preempt_blocking_read_restarts),
     };
     const struct CMUnitTest stress[] = {
         cmocka_unit_test(test_preempt_mixed_stress),
