@@ -40,6 +40,7 @@
 #define MAX_STACK       ((size_t)1 << 30)
 #define DEFAULT_THREADS 10000
 
+
 _Atomic(struct schedt *) gmp__sched;
 
 static pthread_mutex_t lc_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -136,7 +137,7 @@ static void runtime_free(struct schedt *s)
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
     gmp__sysmon_stop(s);
     gmp__stacks_release(s);
-    gmp__preempt_teardown(s);
+    gmp__preempt_teardown();
     for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
         next = sl->next;
         munmap(sl, sl->len);

@@ -504,9 +504,8 @@ void gmp__preempt_setup(struct schedt *s, bool async)
 
 /* Puts back the program's SIGURG handler, unless it installed another one
  * meanwhile. Context: stopping a runtime, its threads gone. */
-void gmp__preempt_teardown(struct schedt *s)
+void gmp__preempt_teardown(void)
 {
-    (void)s;
     /* Relaxed: see its declaration. */
     atomic_store_explicit(&async_on, false, memory_order_relaxed);
     if (!urg_installed)
@@ -563,13 +562,11 @@ void gmp__preemptone(struct schedt *s, struct p *pp)
         syscall(SYS_tgkill, preempt_pid, tid, PREEMPT_SIG);
 }
 
-/* Context: a G whose M holds a P. */
-void gmp__preempt_point(struct m *mp)
+/* The marked half of gmp__preempt_point. Context: a G whose M holds a
+ * marked P. */
+void gmp__preempt_marked(struct m *mp)
 {
-    /* Relaxed: sysmon's mark is a request, not a publication. */
-    if (GMP_UNLIKELY(atomic_load_explicit(&mp->p->preempt,
-                                          memory_order_relaxed)) &&
-        mp->curg->preemptoff == 0)
+    if (mp->curg->preemptoff == 0)
         gmp__mcall(mp, mp->curg, SW_PREEMPT);   /* Go's gopreempt_m */
 }
 

@@ -320,10 +320,10 @@ GMP_HIDDEN void gmp__sysmon_stop(struct schedt *s);
 GMP_HIDDEN void gmp__errno_put(int e);
 
 /* ---- preempt.c ---------------------------------------------------------- */
-GMP_HIDDEN void gmp__preempt_point(struct m *mp);
+GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
 GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
 GMP_HIDDEN void gmp__preempt_setup(struct schedt *s, bool async);
-GMP_HIDDEN void gmp__preempt_teardown(struct schedt *s);
+GMP_HIDDEN void gmp__preempt_teardown(void);
 GMP_HIDDEN void gmp__preempt_minit(struct m *mp);
 GMP_HIDDEN void gmp__preempt_mexit(struct m *mp);
 
@@ -357,6 +357,18 @@ GMP_HIDDEN _Noreturn void gmp__throw(const char *msg);
 GMP_HIDDEN _Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn);
 
 /* ---- small helpers ------------------------------------------------------ */
+
+/* The cooperative preemption point (preempt.c): yields if sysmon marked
+ * the P, unless preemption is disabled. Inline, so that gmp_go and the
+ * bracket's exit pay one load when unmarked. Context: a G whose M holds a
+ * P. */
+static inline void gmp__preempt_point(struct m *mp)
+{
+    /* Relaxed: sysmon's mark is a request, not a publication. */
+    if (GMP_UNLIKELY(atomic_load_explicit(&mp->p->preempt,
+                                          memory_order_relaxed)))
+        gmp__preempt_marked(mp);
+}
 
 /* Adds one to a counter only its owner writes: a plain load of our own
  * value and a store with the given order, no locked read-modify-write.

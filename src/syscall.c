@@ -94,10 +94,9 @@ void gmp_syscall_exit(void)
         /* Relaxed: informational. */
         atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
         /* Relaxed: sysmon's mark is a request. */
-        if (GMP_LIKELY(!atomic_load_explicit(&pp->preempt,
-                                             memory_order_relaxed)))
-            return;
-        exit_slow(mp, gp, true);
+        if (GMP_UNLIKELY(atomic_load_explicit(&pp->preempt,
+                                              memory_order_relaxed)))
+            exit_slow(mp, gp, true);
         return;
     }
     exit_slow(mp, gp, false);

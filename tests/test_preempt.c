@@ -91,6 +91,18 @@ static void preempter_stop(void)
     pthread_join(pe.thread, NULL);
 }
 
+/* Runs fn(NULL) as a goroutine under the preempter until *done is 1.
+ * Returns 0, or what gmp_go or h_wait failed with. */
+static int under_preempter(void (*fn)(void *), _Atomic int64_t *done)
+{
+    preempter_start();
+    int rc = gmp_go(fn, NULL);
+    if (rc == 0)
+        rc = h_wait(done, 1);
+    preempter_stop();
+    return rc;
+}
+
 /* ---- Tight loops share one P ------------------------------------------ */
 
 #define MAXHOGS 8
@@ -350,11 +362,7 @@ static void test_preempt_disabled_section_is_not_preempted(void **state)
     struct h_env *env = *state;
     SKIP_WITHOUT_ASYNC();
     memset(&ws, 0, sizeof ws);
-    preempter_start();
-    assert_int_equal(gmp_go(disabled_section, NULL), 0);
-    int rc = h_wait(&ws.done, 1);
-    preempter_stop();
-    assert_int_equal(rc, 0);
+    assert_int_equal(under_preempter(disabled_section, &ws.done), 0);
     assert_int_equal(atomic_load(&ws.spawn_err), 0);
     assert_true(atomic_load(&ws.sent_in_section) >= 400);
     assert_int_equal(atomic_load(&ws.preempts_in_section), 0);
@@ -409,11 +417,7 @@ static void test_preempt_waits_for_libc_to_return(void **state)
 {
     SKIP_WITHOUT_ASYNC();
     memset(&ws, 0, sizeof ws);
-    preempter_start();
-    assert_int_equal(gmp_go(libc_copier, NULL), 0);
-    int rc = h_wait(&ws.done, 1);
-    preempter_stop();
-    assert_int_equal(rc, 0);
+    assert_int_equal(under_preempter(libc_copier, &ws.done), 0);
     /* Signals did land inside memcpy, and were turned away there. */
     assert_true(atomic_load(&ws.refused) > 0);
     assert_int_equal(atomic_load(&ws.libc_pc), 0);
@@ -492,11 +496,7 @@ static int64_t preempts_with(const gmp_config_t *cfg, bool *on)
 {
     memset(&so, 0, sizeof so);
     assert_int_equal(gmp_init(cfg), 0);
-    preempter_start();
-    assert_int_equal(gmp_go(requested_loop, NULL), 0);
-    int rc = h_wait(&so.done, 1);
-    preempter_stop();
-    assert_int_equal(rc, 0);
+    assert_int_equal(under_preempter(requested_loop, &so.done), 0);
     *on = async_on();
     assert_int_equal(gmp_shutdown(), 0);
     return atomic_load(&so.preempts);
