@@ -29,6 +29,15 @@ struct gmp__ctx {
  * context can be resumed only through it). */
 void *gmp__ctx_jump(void *to_sp);
 
+/* The same, for a switch between two contexts suspended at the same call
+ * site, where entering by `ret` keeps the return predictor in step
+ * (x86_64/switch.S). arm64's switch always enters by ret. */
+#if defined(__x86_64__)
+void *gmp__ctx_jump_ret(void *to_sp);
+#else
+#define gmp__ctx_jump_ret gmp__ctx_jump
+#endif
+
 /* Prepares *c to run fn(arg, from) on the stack whose highest address is
  * hi: a frame at the 16-byte aligned top that gmp__ctx_jump restores into
  * gmp__ctx_start. */

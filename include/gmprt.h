@@ -110,6 +110,61 @@ GMP_EXTERN int64_t gmp_num_goroutines(void);
 /* Monotonic clock in nanoseconds. */
 GMP_EXTERN int64_t gmp_nanotime(void);
 
+/* ---- Channels and select ------------------------------------------------ */
+
+/* Go's channels. A channel carries elements of elem_size bytes (0: a
+ * signal-only channel, elem may then be NULL), copied in and out by value.
+ * cap 0 is unbuffered: a send completes when a receiver takes the value.
+ * Every call works in a goroutine (it parks) and on a plain thread (it
+ * sleeps), so host threads and goroutines can talk over one channel.
+ * Waiters are served first come, first served. */
+typedef struct gmp_chan gmp_chan_t;
+
+/* NULL when the size overflows or memory is short. */
+GMP_EXTERN gmp_chan_t *gmp_chan_make(size_t elem_size, size_t cap);
+/* 0 once the value is delivered or buffered; GMP_ECLOSED if the channel is
+ * or becomes closed (nothing is sent; Go panics instead); GMP_EINVAL for a
+ * NULL channel, or a NULL elem with elem_size > 0. */
+GMP_EXTERN int gmp_chan_send(gmp_chan_t *c, const void *elem);
+/* 0 with a value in *elem; GMP_ECLOSED once the channel is closed and
+ * drained, with *elem zeroed; GMP_EINVAL as for send. elem may be NULL to
+ * drop the value. */
+GMP_EXTERN int gmp_chan_recv(gmp_chan_t *c, void *elem);
+/* As send and recv, but never block: GMP_EAGAIN when they would. */
+GMP_EXTERN int gmp_chan_trysend(gmp_chan_t *c, const void *elem);
+GMP_EXTERN int gmp_chan_tryrecv(gmp_chan_t *c, void *elem);
+/* Wakes every waiter: receivers get what is buffered, then GMP_ECLOSED;
+ * blocked senders get GMP_ECLOSED. GMP_ECLOSED if already closed. */
+GMP_EXTERN int gmp_chan_close(gmp_chan_t *c);
+/* For a channel nobody uses any more (no waiter, no later call). NULL is
+ * ignored. */
+GMP_EXTERN void gmp_chan_free(gmp_chan_t *c);
+/* Buffered elements now, and the capacity (0 for NULL). */
+GMP_EXTERN size_t gmp_chan_len(const gmp_chan_t *c);
+GMP_EXTERN size_t gmp_chan_cap(const gmp_chan_t *c);
+
+enum { GMP_SEND = 1, GMP_RECV = 2 };
+
+typedef struct gmp_case {
+    gmp_chan_t *chan;   /* NULL: never ready (Go's nil channel) */
+    int         op;     /* GMP_SEND or GMP_RECV */
+    void       *elem;   /* value to send, or buffer to receive into */
+    int         result; /* out, for the chosen case: 0 or GMP_ECLOSED */
+} gmp_case_t;
+
+/* Go's select: waits until one case can proceed, performs exactly that
+ * one and returns its index. Among several ready cases it picks uniformly
+ * at random. A send on a closed channel is ready: chosen, it sends nothing
+ * and sets result = GMP_ECLOSED; a receive on a closed, drained channel
+ * zeroes *elem and sets GMP_ECLOSED. timeout_ns: GMP_FOREVER waits for
+ * ever; any other value <= 0 polls once and returns GMP_EAGAIN if nothing
+ * is ready (Go's default case); a positive timeout returns GMP_ETIMEDOUT
+ * when it expires (until timers exist: GMP_EINVAL). gmp_select(NULL, 0,
+ * GMP_FOREVER) blocks for ever, as Go's select {}. GMP_EINVAL for a bad op,
+ * NULL cases with n > 0, or a NULL elem on a send case with a payload. A
+ * channel may appear in several cases. */
+GMP_EXTERN int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns);
+
 /* ---- Blocking system calls ---------------------------------------------- */
 
 /* Go's entersyscall / exitsyscall. Bracket any call that may block the
@@ -181,6 +236,71 @@ GMP_EXTERN void gmp_preempt_disable(void);
 GMP_EXTERN void gmp_preempt_enable(void);
 
 /* ---- Synchronisation ---------------------------------------------------- */
+
+/* Go's sync package. All-zero storage is a valid unlocked or empty object
+ * (the *_INIT macros spell it); objects need no destroy. Every waiting
+ * call parks a goroutine and sleeps a plain thread, so goroutines and host
+ * threads can share them. Misuse is fatal as in Go (unlock of an unlocked
+ * mutex, a negative wait group counter); a NULL object is ignored.
+ *
+ * Deadlock: under gmp_main, once every goroutine waits and the process has
+ * no thread but the runtime's own and gmp_main's caller (so nothing could
+ * ever wake one), the runtime prints "gmprt: fatal error: all goroutines
+ * are asleep - deadlock!" and one line per goroutine (its id and wait
+ * reason), and aborts, as Go does. While any other thread exists it
+ * cannot know, and keeps waiting; under gmp_init (the host thread keeps
+ * running), in ThreadSanitizer builds (the sanitizer keeps threads of
+ * its own) and under qemu-user (so does the emulator) it never reports. */
+
+/* Go's sync.Mutex: not reentrant, not owned (any goroutine or thread may
+ * unlock it). A waiter that has waited over 1 ms switches the mutex to
+ * starvation mode, in which unlock hands it straight to the oldest waiter. */
+typedef struct gmp_mutex {
+    uint32_t opaque_[2];
+} gmp_mutex_t;
+#define GMP_MUTEX_INIT {{0, 0}}
+
+GMP_EXTERN void gmp_mutex_lock(gmp_mutex_t *mu);
+/* 0 when it took the lock, GMP_EBUSY otherwise (GMP_EINVAL for NULL). */
+GMP_EXTERN int gmp_mutex_trylock(gmp_mutex_t *mu);
+GMP_EXTERN void gmp_mutex_unlock(gmp_mutex_t *mu);
+
+/* Go's sync.RWMutex: many readers or one writer; a waiting writer keeps
+ * new readers out. */
+typedef struct gmp_rwmutex {
+    uint64_t opaque_[4];
+} gmp_rwmutex_t;
+#define GMP_RWMUTEX_INIT {{0, 0, 0, 0}}
+
+GMP_EXTERN void gmp_rwmutex_rlock(gmp_rwmutex_t *rw);
+GMP_EXTERN void gmp_rwmutex_runlock(gmp_rwmutex_t *rw);
+GMP_EXTERN void gmp_rwmutex_lock(gmp_rwmutex_t *rw);
+GMP_EXTERN void gmp_rwmutex_unlock(gmp_rwmutex_t *rw);
+
+/* Go's sync.Cond, with the mutex passed to each wait. Wakes come in FIFO
+ * order of the waits; a signal with no waiter is lost. */
+typedef struct gmp_cond {
+    uint64_t opaque_[4];
+} gmp_cond_t;
+#define GMP_COND_INIT {{0, 0, 0, 0}}
+
+GMP_EXTERN void gmp_cond_wait(gmp_cond_t *cv, gmp_mutex_t *mu);
+/* 0 when signalled, GMP_ETIMEDOUT when the time ran out (at once for a
+ * timeout <= 0 other than GMP_FOREVER, which waits for ever), with mu held
+ * again either way. Until timers exist a positive timeout is GMP_EINVAL. */
+GMP_EXTERN int gmp_cond_timedwait(gmp_cond_t *cv, gmp_mutex_t *mu,
+                                  int64_t timeout_ns);
+GMP_EXTERN void gmp_cond_signal(gmp_cond_t *cv);
+GMP_EXTERN void gmp_cond_broadcast(gmp_cond_t *cv);
+
+/* Go's sync.Once: the first call runs fn; every call returns after fn has
+ * returned. */
+typedef struct gmp_once {
+    uint32_t opaque_[4];
+} gmp_once_t;
+#define GMP_ONCE_INIT {{0, 0, 0, 0}}
+
+GMP_EXTERN void gmp_once(gmp_once_t *once, void (*fn)(void));
 
 /* Go's sync.WaitGroup. All-zero storage (GMP_WG_INIT) is an empty group.
  * gmp_wg_wait blocks a goroutine by parking it, a plain thread by sleeping

@@ -192,11 +192,7 @@ int gmp_go(void (*fn)(void *), void *arg)
     struct g *gp = gmp__newg(s, NULL, fn, arg);
     if (!gp)
         return GMP_ENOMEM;
-    gmp__lock(&s->lock);
-    gmp__globrunqput(s, gp);
-    gmp__unlock(&s->lock);
-    gmp__storeload_fence();         /* publish, then look for spinners */
-    gmp__wakep(s);
+    gmp__globrunqput_wake(s, gp);
     return 0;
 }
 

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "park.h"
 
 #define DEFAULT_STACK   (256 * 1024)
 #define MIN_STACK       (16 * 1024)
@@ -147,6 +148,7 @@ static void runtime_free(struct schedt *s)
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
     gmp__sysmon_stop(s);
     gmp__stacks_release(s);
+    gmp__sudog_release_all(s);
     gmp__preempt_teardown();
     for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
         next = sl->next;
@@ -417,11 +419,7 @@ int gmp_main(void (*fn)(void *), void *arg, const gmp_config_t *cfg)
     }
     /* Relaxed: published to the Ms by the run queue's lock below. */
     atomic_store_explicit(&s->maing, gp, memory_order_relaxed);
-    gmp__lock(&s->lock);
-    gmp__globrunqput(s, gp);
-    gmp__unlock(&s->lock);
-    gmp__storeload_fence();
-    gmp__wakep(s);
+    gmp__globrunqput_wake(s, gp);
     gmp__lock(&s->lock);
     bool started = s->mcount > 0;
     gmp__unlock(&s->lock);

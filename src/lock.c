@@ -63,6 +63,24 @@ void gmp__unlock_slow(struct gmp__mutex *l)
     gmp__futex_wake(&l->key, 1);
 }
 
+void gmp__spin_lock_slow(struct gmp__spinlock *l)
+{
+    for (;;) {
+        for (int i = 0; i < SPIN_TRIES; i++) {
+            uint32_t z = 0;
+            /* Relaxed load: a hint; the CAS carries the acquire. */
+            if (atomic_load_explicit(&l->key, memory_order_relaxed) == 0 &&
+                atomic_compare_exchange_weak_explicit(&l->key, &z, 1,
+                                                      memory_order_acquire,
+                                                      memory_order_relaxed))
+                return;
+            gmp__cpu_relax();
+        }
+        /* The holder may have lost its CPU: give ours up for a moment. */
+        sched_yield();
+    }
+}
+
 void gmp__notesleep(struct gmp__note *n)
 {
     /* Acquire: after waking we see everything the waker did before its

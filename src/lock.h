@@ -12,6 +12,13 @@
  *   others may still sleep: at worst one spurious wake-up.
  *   Used for sched.lock and the free-list locks; never held across a
  *   switch, and only for short critical sections.
+ * gmp__spinlock: one word, 0 free, 1 held. Lock is a CAS 0 -> 1; a waiter
+ *   spins (reading, not writing, the word), then also yields its thread
+ *   to the OS between rounds. Unlock is a plain release store: one locked
+ *   instruction per critical section instead of the futex lock's two,
+ *   which is most of the cost of an uncontended channel operation. It
+ *   never sleeps, so it guards only sections of a few dozen instructions
+ *   that never block or switch: channel state (chan.c, select.c).
  * gmp__note: Go's note, a one-shot wake-up on one word. One sleeper,
  *   one waker; noteclear re-arms it once the sleeper has woken.
  */
@@ -28,6 +35,10 @@ enum { GMP_MUTEX_UNLOCKED, GMP_MUTEX_LOCKED, GMP_MUTEX_SLEEPING };
 
 struct gmp__mutex {
     _Atomic uint32_t key;           /* GMP_MUTEX_* */
+};
+
+struct gmp__spinlock {
+    _Atomic uint32_t key;
 };
 
 struct gmp__note {
@@ -57,6 +68,24 @@ static inline void gmp__unlock(struct gmp__mutex *l)
                                           memory_order_release);
     if (__builtin_expect(v == GMP_MUTEX_SLEEPING, 0))
         gmp__unlock_slow(l);        /* only a futex call on the address */
+}
+
+GMP_LOCK_API void gmp__spin_lock_slow(struct gmp__spinlock *l);
+
+static inline void gmp__spin_lock(struct gmp__spinlock *l)
+{
+    uint32_t z = 0;
+    /* Acquire: pairs with the release in gmp__spin_unlock. */
+    if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+            &l->key, &z, 1, memory_order_acquire, memory_order_relaxed), 1))
+        return;
+    gmp__spin_lock_slow(l);
+}
+
+static inline void gmp__spin_unlock(struct gmp__spinlock *l)
+{
+    /* Release: publishes the critical section to the next holder. */
+    atomic_store_explicit(&l->key, 0, memory_order_release);
 }
 
 GMP_LOCK_API void gmp__notesleep(struct gmp__note *n);

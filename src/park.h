@@ -1,30 +1,122 @@
 /*
- * park.h - waiter records (Go's sudog, reduced): a G or a plain thread
- * queued on some wait list. The record lives on the waiter's own stack and
- * is valid until it is woken.
+ * park.h - how anything waits: waiter contexts and waiter records (Go's
+ * sudog), on gopark/goready.
+ *
+ * A blocking call (channel, select, semaphore, cond) is made by a G or by
+ * a plain OS thread. Either way the caller puts a struct gmp__wctx on its
+ * own stack: it names who waits (the G, or NULL and a note the thread
+ * sleeps on) and carries what the waker hands back (the record that fired;
+ * select's one-winner flag). Stacks never move in this runtime, so
+ * everything on a waiter's stack stays valid until it is woken.
+ *
+ * A struct sudog is one entry in one wait queue: a channel's send or
+ * receive queue, a semaphore's list, a cond's list. A select makes one per
+ * case, all pointing to the same wctx. A G takes records from its P's
+ * cache (refilled from and spilled to a central list under a lock; the
+ * memory is freed when the runtime stops); a plain thread, or a G inside a
+ * syscall bracket (no P), keeps them on its stack or in malloc'd memory
+ * (gmp__sudogs_get).
+ *
+ * The waker's rule: unlink the record under the queue's lock, write what
+ * the waiter will read (element, success, wctx->param), release the lock,
+ * then gmp__wctx_ready(w). After the ready the waiter may run and its
+ * stack may go: the waker touches neither w nor the record again.
  */
 #ifndef GMP_PARK_H
 #define GMP_PARK_H
 
 #include "runtime.h"
 
+/* Why a G waits (g->waitreason), named in the deadlock report. */
 enum waitreason {
-    WAIT_NONE, WAIT_WG,
+    WAIT_NONE,
+    WAIT_CHAN_RECV, WAIT_CHAN_SEND, WAIT_SELECT, WAIT_SELECT_NO_CASES,
+    WAIT_MUTEX, WAIT_RWMUTEX_R, WAIT_RWMUTEX_W, WAIT_COND, WAIT_WG,
+    WAIT_SEMA, WAIT_NREASONS,
 };
 
-struct gmp__waiter {
-    struct gmp__waiter *next;
-    struct g           *gp;         /* NULL for a plain thread */
-    struct gmp__note    note;       /* a plain thread sleeps here */
+GMP_HIDDEN extern const char *const gmp__waitreason_names[WAIT_NREASONS];
+
+struct gmp__wctx {
+    struct g         *gp;           /* NULL: a plain thread */
+    struct gmp__note  note;         /* the thread sleeps here */
+    /* select: 0 while every case is armed; the first waker to CAS it to
+     * 1 owns the wake-up, the others skip this waiter's records. Acq_rel
+     * on that CAS, see select.c. */
+    _Atomic uint32_t  selectdone;
+    struct sudog     *param;        /* the record that fired (select) */
 };
 
-/* Queues nothing itself: the caller has linked w into its list under
- * lock; this releases lock and blocks until gmp__waiter_wake(w).
- * Context: any G (parks) or a foreign thread (sleeps). */
-GMP_HIDDEN void gmp__waiter_block(struct gmp__waiter *w,
-                                  struct gmp__mutex *lock, uint32_t reason);
+struct sudog {
+    struct sudog     *next, *prev;  /* the queue it is on */
+    struct gmp__wctx *w;
+    void             *elem;         /* element to send, or to receive into */
+    struct gmp_chan  *c;            /* select: its channel */
+    struct sudog     *waitlink;     /* select: the waiter's next record;
+                                       sema: next waiter on the address;
+                                       free lists */
+    struct sudog     *waittail;     /* sema: last waiter on the address */
+    const void       *addr;         /* sema: the key */
+    uint32_t          ticket;       /* sema: handed the token; cond: turn */
+    bool              isselect;
+    bool              success;      /* chan: woken by a value, not a close */
+};
 
-/* Wakes a waiter the caller has unlinked. Context: any. */
-GMP_HIDDEN void gmp__waiter_wake(struct gmp__waiter *w);
+/* Fills in w for the calling G or thread. Context: any. */
+static inline void gmp__wctx_init(struct gmp__wctx *w)
+{
+    struct m *mp = gmp__getm();
+    /* A G inside a syscall bracket has no P: it waits as a thread. */
+    w->gp = mp && mp->curg && mp->p ? mp->curg : NULL;
+    gmp__noteclear(&w->note);
+    /* Relaxed: nobody sees w before it is queued under a lock. */
+    atomic_store_explicit(&w->selectdone, 0, memory_order_relaxed);
+    w->param = NULL;
+}
+
+/* Blocks the caller of w until gmp__wctx_ready(w): a G parks, with
+ * unlockf(lock) run on g0 once it is off its stack; a thread runs
+ * unlockf(lock) and sleeps on the note. unlockf must not fail.
+ * Context: the G or thread w was made for, holding what unlockf releases. */
+GMP_HIDDEN void gmp__wctx_block(struct gmp__wctx *w,
+                                bool (*unlockf)(struct g *, void *),
+                                void *lock, uint32_t reason);
+
+/* Wakes the waiter of w. Context: any, no queue lock held. */
+GMP_HIDDEN void gmp__wctx_ready(struct gmp__wctx *w);
+
+/* One record from the calling G's P cache, NOT zeroed: the caller sets
+ * every field its queue uses. NULL for a thread or a G without a P (it
+ * uses a record on its stack), or out of memory.
+ * gmp__sudog_release returns it to the cache of the P the G holds then.
+ * Context: any. */
+GMP_HIDDEN struct sudog *gmp__sudog_acquire(void);
+GMP_HIDDEN void gmp__sudog_release(struct sudog *sg);
+
+/* n records chained by waitlink (select): from the P cache for a G, else
+ * in stackbuf (nstack records) or one malloc'd array. False only when
+ * malloc fails. Context: any. */
+struct sudogs {
+    struct sudog *first;
+    bool          cached;           /* from the P cache */
+    void         *heap;             /* malloc'd array, or NULL */
+};
+GMP_HIDDEN bool gmp__sudogs_get(struct sudogs *set, size_t n,
+                                struct sudog *stackbuf, size_t nstack);
+GMP_HIDDEN void gmp__sudogs_put(struct sudogs *set);
+/* The records' memory, when the runtime stops. Context: lifecycle. */
+GMP_HIDDEN void gmp__sudog_release_all(struct schedt *s);
+
+/* The semaphore table (sema.c): Go's semacquire / semrelease on a 32-bit
+ * count at addr. lifo queues the waiter at the front (it waited before).
+ * handoff gives the token straight to the woken waiter and yields to it.
+ * Context: any G or thread; no locks held. */
+GMP_HIDDEN void gmp__semacquire(_Atomic uint32_t *addr, bool lifo,
+                                uint32_t reason);
+GMP_HIDDEN void gmp__semrelease(_Atomic uint32_t *addr, bool handoff);
+
+/* Go's goyield: the caller goes to its P's local queue (not the global
+ * one) and whatever is in runnext runs. Context: any G. */
+GMP_HIDDEN void gmp__goyield(void);
 
 #endif /* GMP_PARK_H */

@@ -17,6 +17,8 @@
  *     (relaxed) loads and stores instead of locked read-modify-writes.
  * Locks: none on the ring; sched.lock for the global queue and the spill.
  */
+#include <time.h>
+
 #include "runtime.h"
 
 #define RUNQ_MASK (GMP_RUNQ_SIZE - 1)
@@ -159,18 +161,19 @@ bool gmp__runqempty(struct p *pp)
     }
 }
 
-/* Wait about 3 us (Go's usleep(3)) before taking a running victim's
- * runnext: a G that readies another and then blocks at once should get to
- * run it itself. By the clock, not a count of pauses: a pause lasts from
- * one cycle (arm64's yield) to over a hundred (x86 since Skylake). */
+/* Sleep about 3 us, as Go's usleep(3), before taking a running victim's
+ * runnext: a G that readies another and then blocks at once (a channel
+ * ping-pong) should get to run it itself. A real sleep, not a spin: the
+ * kernel's timer slack makes it tens of microseconds, during which this M
+ * still counts as spinning, so the wakep() of every further ready sees a
+ * spinner and costs no futex wake-up. Spinning on the clock for 3 us
+ * instead left the M idle again at once, and each ready of a ping-pong on
+ * two Ps then paid a thread wake-up (about 2x slower). */
 #define RUNNEXT_GRACE_NS 3000
 static void runnext_grace(void)
 {
-    int64_t end = gmp_nanotime() + RUNNEXT_GRACE_NS;
-    do {
-        for (int i = 0; i < 16; i++)
-            gmp__cpu_relax();
-    } while (gmp_nanotime() < end);
+    struct timespec ts = {0, RUNNEXT_GRACE_NS};
+    nanosleep(&ts, NULL);
 }
 
 /* Copies half of victim's ring into pp's ring, starting at pp's tail, and

@@ -52,6 +52,7 @@ enum swreason {
     SW_SYSCALL,                     /* left a syscall and found no P */
     SW_PREEMPT,                     /* preempted (sysmon's mark, or its
                                        signal): to the global queue */
+    SW_GOYIELD,                     /* Go's goyield: to the local queue */
 };
 
 /*
@@ -110,6 +111,9 @@ struct m {
     enum swreason swreason;         /* set by a G just before it switches */
     bool      (*waitunlockf)(struct g *, void *); /* gopark's callback */
     void       *waitlock;
+    struct g   *directfrom;         /* a G that parked by switching straight
+                                       to curg; its park completes when curg
+                                       resumes (sched.c, resumed) */
     struct gmp__note park;          /* sleeps here while idle */
     uint64_t    fastrand;
     pthread_t   thread;
@@ -169,6 +173,8 @@ struct p {
     uint64_t    goidcache, goidcacheend;
     struct g   *gslab;              /* next unused G of the current slab */
     int         ngslab;
+    struct sudog *sudogcache;       /* free waiter records (park.c) */
+    int         nsudog;
     /* Goroutines created and finished here (gmp__live_goroutines sums
      * them). Written by the owner only, with release stores. */
     _Atomic int64_t ncreated;
@@ -208,6 +214,7 @@ struct schedt {
     struct m   *midle;
     struct m   *allm;
     int         mcount;
+    int         nmidle;             /* Ms on midle */
 
     /* Read by every wakep(), written when Ms start/stop spinning and Ps go
      * idle: a line of their own. */
@@ -232,6 +239,8 @@ struct schedt {
      * lock), and what it last saw of each P (its own). */
     pthread_t   sysmon_thread;      /* running while sysmon_ticks != NULL */
     bool        sysmonwait;
+    bool        deadcheck_retry;    /* the last deadlock check was undecided
+                                       (deadlock.c; lock) */
     struct gmp__note sysmon_note;
     struct sysmontick *sysmon_ticks;
     bool        async_preempt;      /* preemption signals are on (fixed) */
@@ -246,6 +255,9 @@ struct schedt {
     struct gslab *gslabs;
     struct g   *gchunk_next;        /* uncarved Gs of gslabs' first chunk */
     struct g   *gchunk_end;
+    struct gmp__mutex sudoglock;    /* guards the two below (park.c) */
+    struct sudog *sudogfree;
+    struct sudogchunk *sudogchunks;
     GMP_ALIGNED struct gmp__mutex stacklock;
     struct gstack *sfree;
     struct stackchunk *chunks;
@@ -304,12 +316,17 @@ GMP_HIDDEN struct g *gmp__globrunqget(struct schedt *s, struct p *pp,
 
 /* ---- sched.c ------------------------------------------------------------ */
 GMP_HIDDEN void gmp__wakep(struct schedt *s);
+GMP_HIDDEN void gmp__globrunqput_wake(struct schedt *s, struct g *gp);
 GMP_HIDDEN void gmp__mloop(struct m *mp);
 GMP_HIDDEN void gmp__mcall(struct m *mp, struct g *gp, enum swreason why);
+GMP_HIDDEN bool gmp__park_direct(struct m *mp, struct g *gp);
 GMP_HIDDEN void gmp__wake_idle_ms(struct schedt *s);
 
 GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
+
+/* ---- deadlock.c --------------------------------------------------------- */
+GMP_HIDDEN void gmp__checkdead(struct schedt *s);
 
 /* ---- sysmon.c ----------------------------------------------------------- */
 GMP_HIDDEN int gmp__sysmon_start(struct schedt *s);
@@ -355,6 +372,10 @@ GMP_HIDDEN void gmp__mexit(struct m *mp);
 /* ---- throw.c ------------------------------------------------------------ */
 GMP_HIDDEN _Noreturn void gmp__throw(const char *msg);
 GMP_HIDDEN _Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn);
+GMP_HIDDEN void gmp__fatal_begin(const char *msg);
+GMP_HIDDEN void gmp__fatal_puts(const char *s);
+GMP_HIDDEN void gmp__fatal_putn(uint64_t n);
+GMP_HIDDEN _Noreturn void gmp__fatal_end(void);
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -368,6 +389,18 @@ static inline void gmp__preempt_point(struct m *mp)
     if (GMP_UNLIKELY(atomic_load_explicit(&mp->p->preempt,
                                           memory_order_relaxed)))
         gmp__preempt_marked(mp);
+}
+
+/* The same check at the entry of a runtime call made from anywhere (a G,
+ * a G inside a syscall bracket, a plain thread): Go checks at every
+ * function's entry, so a goroutine looping over channel or lock calls
+ * yields to others within a time slice even where no signal can preempt
+ * it. A TLS read and two loads when unmarked. Context: any. */
+static inline void gmp__preempt_check(void)
+{
+    struct m *mp = gmp__tls_m;
+    if (mp && mp->curg && mp->p)
+        gmp__preempt_point(mp);
 }
 
 /* Adds one to a counter only its owner writes: a plain load of our own

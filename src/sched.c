@@ -118,6 +118,7 @@ void gmp__wake_idle_ms(struct schedt *s)
     for (struct m *mp = s->midle; mp; mp = mp->schedlink)
         gmp__notewakeup(&mp->park);
     s->midle = NULL;
+    s->nmidle = 0;
     gmp__unlock(&s->lock);
 }
 
@@ -157,6 +158,7 @@ static void startm(struct schedt *s, struct p *pp, bool spinning)
     struct m *mp = s->midle;
     if (mp) {
         s->midle = mp->schedlink;
+        s->nmidle--;
         gmp__unlock(&s->lock);
         mp->spinning = spinning;
         mp->nextp = pp;
@@ -212,6 +214,28 @@ void gmp__wakep(struct schedt *s)
     startm(s, NULL, true);
 }
 
+/* Queues gp on the global queue from a thread that holds no P (a foreign
+ * thread, a G inside a syscall bracket) and makes sure an M will run it:
+ * Go's injectglist, not wakep. wakep trusts a spinning M to find the
+ * work, and its "spinning" token may belong to a startm that is about to
+ * find no idle P and give the token back without looking; an M that
+ * dropped its P meanwhile without spinning (it saw the token) would never
+ * look either. That is harmless for a local queue, whose owner runs it,
+ * but would strand a G here. So: if a P is idle (read under the lock that
+ * every P takes to go idle, after checking this queue), start an M for
+ * it; if none is, every P's M takes the lock again before it idles, and
+ * finds gp. Context: any thread without a P, no locks held. */
+void gmp__globrunqput_wake(struct schedt *s, struct g *gp)
+{
+    gmp__lock(&s->lock);
+    gmp__globrunqput(s, gp);
+    /* Relaxed: written under the lock we hold. */
+    bool idle = atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0;
+    gmp__unlock(&s->lock);
+    if (idle)
+        startm(s, NULL, false);
+}
+
 /* Parks mp until startm hands it a P (or the runtime exits). Context: g0,
  * mp holds no P. */
 static void stopm(struct schedt *s, struct m *mp)
@@ -224,6 +248,9 @@ static void stopm(struct schedt *s, struct m *mp)
     }
     mp->schedlink = s->midle;
     s->midle = mp;
+    s->nmidle++;
+    if (s->nmidle == s->mcount)
+        gmp__checkdead(s);          /* nobody runs: can anything wake? */
     gmp__unlock(&s->lock);
     gmp__notesleep(&mp->park);
     gmp__noteclear(&mp->park);
@@ -417,6 +444,36 @@ static void gentry(void *arg, void *g0sp)
     gmp__throw("dead goroutine resumed");
 }
 
+/* Finishes a switch into gp, on gp's stack: from is the stack pointer of
+ * the context that switched to us. That is g0, whose place it is, or a G
+ * that parked by handing the M straight to us (gmp__park_direct): then
+ * its park completes here, now that it is off its stack. Context: gp,
+ * just resumed. */
+static inline void resumed(struct g *gp, void *from)
+{
+    struct m *now = gmp__getm();
+    struct g *prev = now->directfrom;
+    if (GMP_LIKELY(!prev)) {
+        now->g0ctx.sp = from;
+        GMP_ASAN_FINISH(gp->asan_fake, &now->g0_stack_bottom,
+                        &now->g0_stack_size);
+        return;
+    }
+    GMP_ASAN_FINISH(gp->asan_fake, NULL, NULL);
+    now->directfrom = NULL;
+    prev->ctx.sp = from;
+    prev->m = NULL;
+    /* Relaxed: as in gmp__mloop's SW_PARK, the callback's unlock orders
+     * it for the waker. */
+    atomic_store_explicit(&prev->status, G_WAITING, memory_order_relaxed);
+    if (now->waitunlockf && !now->waitunlockf(prev, now->waitlock)) {
+        /* The wait was called off: prev runs next. Relaxed: as above. */
+        atomic_store_explicit(&prev->status, G_RUNNABLE,
+                              memory_order_relaxed);
+        gmp__runqput(now->sched, now->p, prev, true);
+    }
+}
+
 /* Switches from gp (running on mp) to mp's g0, which acts on why. Returns
  * when gp is resumed, possibly on another M: re-read gmp__getm() after.
  * Context: any G (gp is the caller). */
@@ -425,13 +482,62 @@ void gmp__mcall(struct m *mp, struct g *gp, enum swreason why)
     mp->swreason = why;
     GMP_ASAN_START(&gp->asan_fake, mp->g0_stack_bottom, mp->g0_stack_size);
     GMP_TSAN_SWITCH(mp->g0_tsan_fiber);
-    void *g0sp = gmp__ctx_jump(mp->g0ctx.sp);
-    /* Resumed by some M's g0, whose stack pointer we keep for the next
-     * switch back. */
-    struct m *now = gmp__getm();
-    now->g0ctx.sp = g0sp;
-    GMP_ASAN_FINISH(gp->asan_fake, &now->g0_stack_bottom,
-                    &now->g0_stack_size);
+    resumed(gp, gmp__ctx_jump(mp->g0ctx.sp));
+}
+
+/* gopark's fast path: when pp's runnext holds a G that has run before,
+ * which schedule() would pick next anyway (with the time slice it
+ * inherits), switch gp straight to it instead of through g0: one stack
+ * switch instead of two, and no trip through the scheduler loop. gp's
+ * park (waiting status, unlock callback) completes on the other side,
+ * in resumed(), once gp is off its stack. Declines, doing nothing, when
+ * schedule() could choose differently: the runtime is stopping, or this
+ * is a tick on which the global queue gets its turn. Returns whether gp
+ * parked (and has been resumed since). Context: gp, on mp, holding a P;
+ * mp->waitunlockf/waitlock set. */
+bool gmp__park_direct(struct m *mp, struct g *gp)
+{
+    struct schedt *s = mp->sched;
+    struct p *pp = mp->p;
+    /* Relaxed, all three: as in schedule(). */
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
+        (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
+                 GMP_GLOBAL_TICK == 0 &&
+         atomic_load_explicit(&s->runqsize, memory_order_relaxed) > 0))
+        return false;
+    /* Acquire: as in gmp__runqget, the G was published by the exchange
+     * that put it there. */
+    struct g *next = atomic_load_explicit(&pp->runnext, memory_order_acquire);
+    if (!next)
+        return false;
+    /* Take it before looking inside: until then a thief may be starting
+     * it (and binding its stack) on another M. */
+    if (pp->solo)
+        /* Relaxed: nobody else writes a solo P's runnext (runq.c). */
+        atomic_store_explicit(&pp->runnext, NULL, memory_order_relaxed);
+    else if (!atomic_compare_exchange_strong_explicit(
+                 &pp->runnext, &next, NULL, memory_order_acquire,
+                 memory_order_relaxed))
+        return false;               /* a thief took it */
+    if (!next->stk) {
+        /* Never run: g0 binds its stack. Back where it was; only the
+         * owner puts into runnext, so the slot is still empty. Release:
+         * as in gmp__runqput. */
+        atomic_store_explicit(&pp->runnext, next, memory_order_release);
+        return false;
+    }
+    /* execute()'s bookkeeping, inheriting the time slice. */
+    mp->curg = next;
+    next->m = mp;
+    /* Relaxed, both: as in execute(). */
+    atomic_store_explicit(&next->status, G_RUNNING, memory_order_relaxed);
+    atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
+    mp->directfrom = gp;
+    GMP_ASAN_START(&gp->asan_fake, next->stk->lo,
+                   (size_t)(gstack_hi(next->stk) - next->stk->lo));
+    GMP_TSAN_SWITCH(next->stk->tsan_fiber);
+    resumed(gp, gmp__ctx_jump_ret(next->ctx.sp));
+    return true;
 }
 
 /* Here rather than in g.c so that it reads the M straight from TLS and
@@ -448,9 +554,10 @@ void gmp_yield(void)
     gmp__mcall(mp, mp->curg, SW_YIELD);
 }
 
-/* Runs gp on mp until it switches back. Context: g0, mp holds a P. */
-static void execute(struct schedt *s, struct m *mp, struct g *gp,
-                    bool inherit)
+/* Runs gp on mp until a G switches back to g0; returns that G (gp, or one
+ * it parked straight into). Context: g0, mp holds a P. */
+static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
+                         bool inherit)
 {
     struct p *pp = mp->p;
     mp->curg = gp;
@@ -477,14 +584,19 @@ static void execute(struct schedt *s, struct m *mp, struct g *gp,
                    (size_t)(gstack_hi(gp->stk) - gp->stk->lo));
 #endif
     GMP_TSAN_SWITCH(gp->stk->tsan_fiber);
-    /* g0 is resumed only by the G it runs: what comes back is gp's sp,
-     * stored only now that gp has left its stack. */
-    gp->ctx.sp = gmp__ctx_jump(gp->ctx.sp);
+    /* What comes back is the stack pointer of the G that switched to g0,
+     * stored only now that it has left its stack. That is gp, or another
+     * G that gp (or a successor) handed the M to directly
+     * (gmp__park_direct): mp->curg. */
+    void *sp = gmp__ctx_jump(gp->ctx.sp);
+    gp = mp->curg;
+    gp->ctx.sp = sp;
 #ifdef GMP_ASAN
     GMP_ASAN_FINISH(fake, NULL, NULL);
 #endif
     atomic_store_explicit(&mp->ing, 0, memory_order_relaxed);
     mp->curg = NULL;
+    return gp;
 }
 
 /* gmp_yield on g0: gp goes to the global queue's tail. When the local queue
@@ -630,7 +742,7 @@ void gmp__mloop(struct m *mp)
     bool inherit = false;
     struct g *gp = schedule(s, mp, &inherit);
     while (gp) {
-        execute(s, mp, gp, inherit);
+        gp = execute(s, mp, gp, inherit);
         switch (mp->swreason) {
         case SW_PREEMPT:
             /* Relaxed: a statistic. */
@@ -640,6 +752,15 @@ void gmp__mloop(struct m *mp)
         case SW_YIELD:
             gp = gosched_m(s, mp, gp, &inherit);
             continue;
+        case SW_GOYIELD:
+            /* Go's goyield: the tail of the local ring (runnext holds the
+             * G we yield to), unlike gmp_yield's global queue. */
+            gp->m = NULL;
+            /* Relaxed: informational; the ring publishes the G. */
+            atomic_store_explicit(&gp->status, G_RUNNABLE,
+                                  memory_order_relaxed);
+            gmp__runqput(s, mp->p, gp, false);
+            break;
         case SW_PARK:
             /* Waiting before the callback runs: once it unlocks, a waker
              * may ready gp at once. Relaxed: the wait queue's lock orders

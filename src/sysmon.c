@@ -23,6 +23,9 @@
 
 #include "runtime.h"
 
+/* How often an idle sysmon repeats an undecided deadlock check. */
+#define DEADCHECK_RETRY_NS 100000000
+
 #define SYSMON_MIN_NS 20000         /* 20 us */
 #define SYSMON_MAX_NS 10000000      /* 10 ms */
 #define PREEMPT_NS    10000000      /* a G's time slice */
@@ -108,10 +111,21 @@ static void *sysmon(void *arg)
                     s->procs &&
                 !atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
                 s->sysmonwait = true;
+                bool recheck = s->deadcheck_retry;
                 gmp__unlock(&s->lock);
-                gmp__notesleep(&s->sysmon_note);
+                bool woken = true;
+                if (recheck)
+                    woken = gmp__notetsleep(&s->sysmon_note,
+                                            DEADCHECK_RETRY_NS);
+                else
+                    gmp__notesleep(&s->sysmon_note);
                 gmp__lock(&s->lock);
                 s->sysmonwait = false;
+                /* The deadlock check was undecided (another thread was
+                 * alive, deadlock.c): that thread may have exited since
+                 * without touching the runtime, so look again. */
+                if (!woken && s->nmidle == s->mcount)
+                    gmp__checkdead(s);
             }
             gmp__noteclear(&s->sysmon_note);
             gmp__unlock(&s->lock);

@@ -1,7 +1,9 @@
 /*
  * throw.c - fatal errors: one line on stderr, then abort. Usable from a
  * signal handler (write(2) only, no allocation, no stdio). Only the first
- * thread to fail reports; any later one waits for the abort.
+ * thread to fail reports; any later one waits for the abort. A report
+ * with more lines (the deadlock's goroutine list) is begin, puts/putn,
+ * end.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +26,20 @@ static void put(const char *s, size_t n)
  * nothing else is published through it. */
 static _Atomic int throwing;
 
-_Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn)
+static void put_u64(uint64_t n)
 {
-    static const char head[] = "gmprt: fatal error: ";
     char num[24];
     size_t i = sizeof num;
+    do {
+        num[--i] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    put(num + i, sizeof num - i);
+}
+
+void gmp__fatal_begin(const char *msg)
+{
+    static const char head[] = "gmprt: fatal error: ";
     /* One report, whole: a second thread failing meanwhile (every M out
      * of memory at once, say) waits for the first one's abort instead of
      * interleaving its line with it. */
@@ -37,13 +48,28 @@ _Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn)
             pause();
     put(head, sizeof head - 1);
     put(msg, strlen(msg));
-    if (hasn) {
-        do {
-            num[--i] = (char)('0' + n % 10);
-            n /= 10;
-        } while (n > 0);
-        put(num + i, sizeof num - i);
-    }
+}
+
+void gmp__fatal_puts(const char *s)
+{
+    put(s, strlen(s));
+}
+
+void gmp__fatal_putn(uint64_t n)
+{
+    put_u64(n);
+}
+
+_Noreturn void gmp__fatal_end(void)
+{
+    abort();
+}
+
+_Noreturn void gmp__fatal(const char *msg, uint64_t n, bool hasn)
+{
+    gmp__fatal_begin(msg);
+    if (hasn)
+        put_u64(n);
     put("\n", 1);
     abort();
 }

@@ -13,12 +13,9 @@
  * counter is non-zero. The Done that takes the counter to zero sees, in
  * the same atomic result, exactly how many waiters belong to this round,
  * resets the word to zero (a new round starts clean) and releases that
- * many tokens of the group's semaphore. Waiters sleep on the semaphore: a
- * token released before its waiter got there is kept for it. Reusing the
- * group while a previous Wait has not returned is a misuse, as in Go.
- *
- * Layout of the caller's storage: the state word, the semaphore's lock,
- * its token count and its list of sleepers (under the lock).
+ * many tokens of the group's semaphore word (sema.c's table): a token
+ * released before its waiter got there is kept for it. Reusing the group
+ * while a previous Wait has not returned is a misuse, as in Go.
  */
 #include <limits.h>
 
@@ -27,9 +24,7 @@
 
 struct wg {
     _Atomic uint64_t state;
-    struct gmp__mutex lock;
-    uint32_t tokens;                /* released, not yet taken (lock) */
-    struct gmp__waiter *sleepers;   /* (lock) */
+    _Atomic uint32_t sema;
 };
 
 _Static_assert(sizeof(struct wg) <= sizeof(gmp_wg_t), "gmp_wg_t too small");
@@ -37,43 +32,6 @@ _Static_assert(_Alignof(struct wg) <= _Alignof(gmp_wg_t), "gmp_wg_t align");
 
 #define WG_COUNTER(st) ((int32_t)((st) >> 32))
 #define WG_WAITERS(st) ((uint32_t)(st))
-
-/* Takes a token, sleeping until one is released. Context: any G (parks)
- * or a foreign thread (sleeps). */
-static void semacquire(struct wg *wg)
-{
-    gmp__lock(&wg->lock);
-    if (wg->tokens > 0) {
-        wg->tokens--;
-        gmp__unlock(&wg->lock);
-        return;
-    }
-    struct gmp__waiter w;
-    w.next = wg->sleepers;
-    wg->sleepers = &w;
-    gmp__waiter_block(&w, &wg->lock, WAIT_WG);
-}
-
-/* Releases n tokens: wakes up to n sleepers, keeps the rest. */
-static void semrelease(struct wg *wg, uint32_t n)
-{
-    gmp__lock(&wg->lock);
-    struct gmp__waiter *wake = NULL;
-    while (n > 0 && wg->sleepers) {
-        struct gmp__waiter *w = wg->sleepers;
-        wg->sleepers = w->next;
-        w->next = wake;
-        wake = w;
-        n--;
-    }
-    wg->tokens += n;
-    gmp__unlock(&wg->lock);
-    while (wake) {
-        struct gmp__waiter *next = wake->next;   /* before w may vanish */
-        gmp__waiter_wake(wake);
-        wake = next;
-    }
-}
 
 void gmp_wg_add(gmp_wg_t *wgp, int64_t delta)
 {
@@ -105,7 +63,8 @@ void gmp_wg_add(gmp_wg_t *wgp, int64_t delta)
                                                  memory_order_relaxed))
         gmp__fatal("sync: WaitGroup misuse: Add called concurrently with Wait",
                    0, false);
-    semrelease(wg, w);
+    while (w-- > 0)
+        gmp__semrelease(&wg->sema, false);
 }
 
 void gmp_wg_done(gmp_wg_t *wg)
@@ -118,6 +77,7 @@ void gmp_wg_wait(gmp_wg_t *wgp)
     if (!wgp)
         return;
     struct wg *wg = (struct wg *)wgp;
+    gmp__preempt_check();
     /* Acquire: pairs with the acq_rel Done that reached zero. */
     uint64_t st = atomic_load_explicit(&wg->state, memory_order_acquire);
     for (;;) {
@@ -130,5 +90,5 @@ void gmp_wg_wait(gmp_wg_t *wgp)
                                                   memory_order_acquire))
             break;
     }
-    semacquire(wg);
+    gmp__semacquire(&wg->sema, false, WAIT_WG);
 }

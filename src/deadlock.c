@@ -1,0 +1,124 @@
+/*
+ * deadlock.c - Go's checkdead: when no goroutine can ever run again, say
+ * so and abort, instead of hanging for ever.
+ *
+ * When: the last M goes idle (stopm, under sched.lock). Then nothing
+ * runs: no G is running, none is in a system call (its M would not be
+ * idle), no M is starting or spinning. If moreover no G is queued, every
+ * live G is waiting, and only something outside the runtime's threads
+ * could wake one.
+ *
+ * What could still wake one, and how it is ruled out:
+ *   - A thread that is not the runtime's (it may send on a channel,
+ *     unlock a mutex, call gmp_go at any time, or is itself blocked on a
+ *     runtime object and may be woken from outside). The runtime cannot
+ *     know what such a thread will do, so any thread in the process
+ *     beyond the Ms, sysmon and gmp_main's caller means "maybe not dead".
+ *     Counted from /proc/self/stat at this moment; while the count is
+ *     off, idle sysmon repeats the check every 100 ms (a thread may
+ *     leave without touching the runtime). Sanitizer runtimes (TSan)
+ *     keep threads of their own: no report there.
+ *   - Under gmp_init the host thread keeps running and may act: no
+ *     detection at all, as Go's c-archive / c-shared builds.
+ *   - Timers and the poller (not built yet) will count here too.
+ * So a report is never false: every thread that could act is asleep in
+ * the runtime, and nothing is queued.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "runtime.h"
+#include "park.h"
+
+/* Threads in the process, from /proc/self/stat (field 20), or -1. A
+ * thread that pthread_join has reaped may still be counted for a moment:
+ * an undecided check is repeated by sysmon (sysmon.c). */
+static long process_threads(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    /* Field 2, the command, is in parentheses and may hold anything:
+     * count from the last ')'. Field 3 follows it. */
+    char *p = NULL;
+    for (char *q = buf; *q; q++)
+        if (*q == ')')
+            p = q;
+    if (!p)
+        return -1;
+    p++;
+    for (int field = 3; field < 20; field++) {
+        while (*p == ' ')
+            p++;
+        while (*p && *p != ' ')
+            p++;
+    }
+    while (*p == ' ')
+        p++;
+    long v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (*p - '0');
+    return v > 0 ? v : -1;
+}
+
+static const char *status_name(uint32_t st)
+{
+    switch (st) {
+    case G_RUNNABLE: return "runnable";
+    case G_RUNNING:  return "running";
+    case G_SYSCALL:  return "syscall";
+    default:         return "waiting";
+    }
+}
+
+static void report(struct schedt *s)
+{
+    gmp__fatal_begin("all goroutines are asleep - deadlock!\n\n");
+    for (struct gslab *sl = s->gslabs; sl; sl = sl->next) {
+        struct g *end = sl == s->gslabs
+                            ? s->gchunk_next
+                            : sl->gs + (sl->len - sizeof *sl) / sizeof(struct g);
+        for (struct g *gp = sl->gs; gp < end; gp++) {
+            /* Relaxed: every M is asleep; nothing changes now. */
+            uint32_t st = atomic_load_explicit(&gp->status,
+                                               memory_order_relaxed);
+            if (st == G_IDLE || st == G_DEAD)
+                continue;
+            gmp__fatal_puts("goroutine ");
+            gmp__fatal_putn(gp->goid);
+            gmp__fatal_puts(" [");
+            if (st == G_WAITING && gp->waitreason < WAIT_NREASONS)
+                gmp__fatal_puts(gmp__waitreason_names[gp->waitreason]);
+            else
+                gmp__fatal_puts(status_name(st));
+            gmp__fatal_puts("]:\n");
+        }
+    }
+    gmp__fatal_end();
+}
+
+void gmp__checkdead(struct schedt *s)
+{
+    /* Relaxed, all: under sched.lock, with every M asleep. */
+    s->deadcheck_retry = false;
+    if (!s->main_mode || atomic_load_explicit(&s->exiting,
+                                              memory_order_relaxed))
+        return;
+    if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0)
+        return;
+    for (int i = 0; i < s->procs; i++)
+        if (!gmp__runqempty(&s->allp[i]))
+            return;
+    long known = s->mcount + 1 + (s->sysmon_ticks ? 1 : 0);
+    /* Undecided while another thread lives; it may exit without ever
+     * touching the runtime, so sysmon asks again now and then. */
+    s->deadcheck_retry = process_threads() != known;
+    if (!s->deadcheck_retry)
+        report(s);
+}
