@@ -1,7 +1,9 @@
 /*
  * harness.h - what every gmprt test shares: cmocka, deadline-bounded waits,
  * group fixtures that start a runtime with a given number of Ps, the
- * sanitizer scale, and a forked-child runner for promised crashes.
+ * sanitizer scale, a forked-child runner for promised crashes, checks
+ * made off the test thread (G_CHECK), plain threads (th_start), and a
+ * wait for the whole process to be still (h_still).
  *
  * Rules the tests follow (STYLE.md, "Tests"):
  *   - Assert on the test's own thread only. A cmocka assert longjmps to
@@ -25,8 +27,10 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -328,5 +332,176 @@ static H_UNUSED bool h_has_line(const char *text, const char *line)
         assert_true(WIFSIGNALED((res)->status));                            \
         assert_int_equal(WTERMSIG((res)->status), (sig));                   \
     } while (0)
+
+/* ---- Checks off the test thread, plain threads ----------------------- */
+
+/* A failed expectation off the test thread: counted, with the first line. */
+static _Atomic int64_t g_bad;
+static _Atomic int g_bad_line;
+
+#define G_CHECK(cond)                                                       \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            int z_ = 0;                                                     \
+            atomic_compare_exchange_strong(&g_bad_line, &z_, __LINE__);     \
+            atomic_fetch_add(&g_bad, 1);                                    \
+        }                                                                   \
+    } while (0)
+
+static H_UNUSED void bad_reset(void)
+{
+    atomic_store(&g_bad, 0);
+    atomic_store(&g_bad_line, 0);
+}
+
+#define ASSERT_NO_BAD()                                                     \
+    do {                                                                    \
+        if (atomic_load(&g_bad) != 0)                                       \
+            print_error("%lld check(s) off the test thread failed, the "   \
+                        "first at line %d\n",                               \
+                        (long long)atomic_load(&g_bad),                     \
+                        atomic_load(&g_bad_line));                          \
+        assert_int_equal(atomic_load(&g_bad), 0);                           \
+    } while (0)
+
+/* Plain threads running void fn(void *). */
+struct th {
+    pthread_t t;
+    void (*fn)(void *);
+    void *arg;
+};
+
+static H_UNUSED void *th_main(void *p)
+{
+    struct th *t = p;
+    t->fn(t->arg);
+    return NULL;
+}
+
+static H_UNUSED void th_start(struct th *t, void (*fn)(void *), void *arg)
+{
+    t->fn = fn;
+    t->arg = arg;
+    assert_int_equal(pthread_create(&t->t, NULL, th_main, t), 0);
+}
+
+static H_UNUSED void th_join(struct th *t)
+{
+    assert_int_equal(pthread_join(t->t, NULL), 0);
+}
+
+static H_UNUSED uint64_t xorshift(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* ---- Stillness ---------------------------------------------------------- */
+
+/* The process is still when every thread but the caller sleeps in the
+ * kernel (state S) and none of them ran between two looks (same context
+ * switch counts). Then no goroutine runs or is about to: one that is
+ * runnable has a thread running or woken for it. A goroutine or thread
+ * that flagged "I am about to block on X" is then blocked on X. */
+#define STILL_MAX 1024
+
+struct tsnap {
+    long tid;
+    unsigned long long sw;
+};
+
+static H_UNUSED int tsnap_cmp(const void *a, const void *b)
+{
+    long x = ((const struct tsnap *)a)->tid, y = ((const struct tsnap *)b)->tid;
+    return (x > y) - (x < y);
+}
+
+/* Fills ts with every other thread's switch count; -1 if one of them is
+ * not asleep (or vanished meanwhile). */
+static H_UNUSED int tsnap_take(struct tsnap *ts, int cap)
+{
+    long self = (long)gettid();
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0, ok = 1;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        long tid = atol(e->d_name);
+        if (tid == self)
+            continue;
+        if (n == cap) {
+            ok = 0;
+            break;
+        }
+        char path[64], buf[4096];
+        snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) {
+            ok = 0;
+            break;
+        }
+        ssize_t len = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (len <= 0) {
+            ok = 0;
+            break;
+        }
+        buf[len] = '\0';
+        const char *st = strstr(buf, "\nState:");
+        const char *vs = strstr(buf, "\nvoluntary_ctxt_switches:");
+        const char *ns = strstr(buf, "\nnonvoluntary_ctxt_switches:");
+        if (!st || !vs || !ns) {
+            ok = 0;
+            break;
+        }
+        st += strlen("\nState:");
+        while (*st == ' ' || *st == '\t')
+            st++;
+        if (*st != 'S') {
+            ok = 0;
+            break;
+        }
+        unsigned long long v = strtoull(vs + strlen("\nvoluntary_ctxt_switches:"),
+                                        NULL, 10);
+        unsigned long long nv = strtoull(
+            ns + strlen("\nnonvoluntary_ctxt_switches:"), NULL, 10);
+        ts[n].tid = tid;
+        ts[n].sw = v + nv;
+        n++;
+    }
+    closedir(d);
+    if (!ok)
+        return -1;
+    qsort(ts, (size_t)n, sizeof *ts, tsnap_cmp);
+    return n;
+}
+
+static H_UNUSED struct tsnap still_a[STILL_MAX], still_b[STILL_MAX];
+
+static H_UNUSED bool still_pred(void *arg)
+{
+    (void)arg;
+    int na = tsnap_take(still_a, STILL_MAX);
+    if (na < 0)
+        return false;
+    int nb = tsnap_take(still_b, STILL_MAX);
+    if (nb != na)
+        return false;
+    for (int i = 0; i < na; i++)
+        if (still_a[i].tid != still_b[i].tid || still_a[i].sw != still_b[i].sw)
+            return false;
+    return true;
+}
+
+/* Waits until the process is still. Context: the test thread. */
+static H_UNUSED int h_still(void)
+{
+    return h_wait_until(still_pred, NULL, "every other thread asleep");
+}
 
 #endif /* GMP_TEST_HARNESS_H */
