@@ -10,6 +10,8 @@
  * before the first spawn and stops when the waiting main wakes.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gmprt.h>
@@ -42,6 +45,14 @@ static int fail(const char *what)
     fprintf(stderr, "gmprt-bench %s: %s\n", case_name, what);
     status = 1;
     return 1;
+}
+
+/* A check failed where the case cannot go on (a goroutine would otherwise
+ * wait for ever): report it and end the process. */
+static _Noreturn void die(const char *what)
+{
+    fail(what);
+    exit(1);
 }
 
 /* A draw in 1..m: advance, then map (BENCHMARKS.md). */
@@ -139,6 +150,235 @@ static void bench_spawn(void *arg)
     emit(SPAWNS, (double)el / SPAWNS, "ns/goroutine");
 }
 
+/* ---- skynet: a tree of 1,000,000 leaves, fan-out 10 ----------------------- */
+
+#define SKYNET_LEAVES 1000000
+#define SKYNET_SUM    499999500000LL
+
+/* A node sums the leaves num..num+size-1 and sends the sum on out. */
+struct skynet_node {
+    int64_t num, size;
+    gmp_chan_t *out;
+};
+
+/* A leaf sends its own index; an inner node spawns 10 children that send on
+ * its unbuffered channel. The children's arguments live in the parent's
+ * frame, which outlasts them: the parent returns only after all 10 sent. */
+static void skynet_node(void *arg)
+{
+    const struct skynet_node *me = arg;
+    int64_t sum = me->num;
+    gmp_chan_t *out = me->out;
+    if (me->size > 1) {
+        gmp_chan_t *c = gmp_chan_make(sizeof(int64_t), 0);
+        if (!c)
+            die("gmp_chan_make failed");
+        struct skynet_node kids[10];
+        int64_t child = me->size / 10;
+        for (int i = 0; i < 10; i++) {
+            kids[i] = (struct skynet_node){me->num + i * child, child, c};
+            if (gmp_go(skynet_node, &kids[i]) != 0)
+                die("gmp_go failed");
+        }
+        sum = 0;
+        for (int i = 0; i < 10; i++) {
+            int64_t v;
+            if (gmp_chan_recv(c, &v) != 0)
+                die("gmp_chan_recv failed");
+            sum += v;
+        }
+        gmp_chan_free(c);
+    }
+    if (gmp_chan_send(out, &sum) != 0)
+        die("gmp_chan_send failed");
+}
+
+static void bench_skynet(void *arg)
+{
+    (void)arg;
+    gmp_chan_t *out = gmp_chan_make(sizeof(int64_t), 0);
+    if (!out) {
+        fail("gmp_chan_make failed");
+        return;
+    }
+    struct skynet_node root = {0, SKYNET_LEAVES, out};
+    int64_t sum;
+    int64_t t0 = gmp_nanotime();
+    if (gmp_go(skynet_node, &root) != 0)
+        die("gmp_go failed");
+    int err = gmp_chan_recv(out, &sum);
+    int64_t el = gmp_nanotime() - t0;
+    gmp_chan_free(out);
+    if (err != 0 || sum != SKYNET_SUM) {
+        fail(err ? "gmp_chan_recv failed" : "sum is not 499999500000");
+        return;
+    }
+    emit(SKYNET_LEAVES, (double)el / 1e6, "ms");
+}
+
+/* ---- pingpong: 1,000,000 round trips over two unbuffered channels --------- */
+
+#define PINGPONG_ROUNDS 1000000
+
+static gmp_chan_t *ping, *pong;
+static int64_t pingpong_bad;    /* written by A, read by main after the wait */
+
+static void pinger(void *arg)                   /* A */
+{
+    (void)arg;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < PINGPONG_ROUNDS; i++) {
+        int64_t v;
+        if (gmp_chan_send(ping, &i) != 0 || gmp_chan_recv(pong, &v) != 0)
+            die("gmp_chan_send or gmp_chan_recv failed");
+        bad += v != i;
+    }
+    pingpong_bad = bad;
+    gmp_wg_done(&wg);
+}
+
+static void ponger(void *arg)                   /* B */
+{
+    (void)arg;
+    for (int i = 0; i < PINGPONG_ROUNDS; i++) {
+        int64_t v;
+        if (gmp_chan_recv(ping, &v) != 0 || gmp_chan_send(pong, &v) != 0)
+            die("gmp_chan_recv or gmp_chan_send failed");
+    }
+    gmp_wg_done(&wg);
+}
+
+static void bench_pingpong(void *arg)
+{
+    (void)arg;
+    ping = gmp_chan_make(sizeof(int64_t), 0);
+    pong = gmp_chan_make(sizeof(int64_t), 0);
+    if (!ping || !pong) {
+        fail("gmp_chan_make failed");
+        return;
+    }
+    gmp_wg_add(&wg, 2);
+    int64_t t0 = gmp_nanotime();
+    if (gmp_go(pinger, NULL) != 0 || gmp_go(ponger, NULL) != 0)
+        die("gmp_go failed");
+    gmp_wg_wait(&wg);
+    int64_t el = gmp_nanotime() - t0;
+    gmp_chan_free(ping);
+    gmp_chan_free(pong);
+    if (pingpong_bad != 0) {
+        fail("a round trip echoed the wrong value");
+        return;
+    }
+    emit(PINGPONG_ROUNDS, (double)el / PINGPONG_ROUNDS, "ns/roundtrip");
+}
+
+/* ---- chan and mpmc: 10,000,000 items over a channel of capacity 1024 ------ */
+
+/* chan: 1 producer and 1 consumer; mpmc: 4 of each. The producers send
+ * 0..n-1 between them, the consumers receive until the channel is closed and
+ * add their sums to items_total, which must come to n(n-1)/2. */
+
+#define CHAN_ITEMS 10000000LL
+#define CHAN_CAP   1024
+#define CHAN_SUM   (CHAN_ITEMS * (CHAN_ITEMS - 1) / 2)
+#define MPMC_SIDES 4
+
+static gmp_chan_t *items;
+static _Atomic int64_t items_total;     /* each consumer adds its sum once */
+static gmp_wg_t producers_wg;
+
+/* A producer's work: sends lo..hi-1 on items. */
+static void produce(int64_t lo, int64_t hi)
+{
+    for (int64_t i = lo; i < hi; i++)
+        if (gmp_chan_send(items, &i) != 0)
+            die("gmp_chan_send failed");
+}
+
+static void consumer(void *arg)
+{
+    (void)arg;
+    int64_t sum = 0, v;
+    int err;
+    while ((err = gmp_chan_recv(items, &v)) == 0)
+        sum += v;
+    if (err != GMP_ECLOSED)
+        die("gmp_chan_recv failed");
+    atomic_fetch_add(&items_total, sum);
+    gmp_wg_done(&wg);
+}
+
+static void chan_producer(void *arg)
+{
+    (void)arg;
+    produce(0, CHAN_ITEMS);
+    if (gmp_chan_close(items) != 0)
+        die("gmp_chan_close failed");
+    gmp_wg_done(&wg);
+}
+
+static void bench_chan(void *arg)
+{
+    (void)arg;
+    items = gmp_chan_make(sizeof(int64_t), CHAN_CAP);
+    if (!items) {
+        fail("gmp_chan_make failed");
+        return;
+    }
+    gmp_wg_add(&wg, 2);
+    int64_t t0 = gmp_nanotime();
+    if (gmp_go(chan_producer, NULL) != 0 || gmp_go(consumer, NULL) != 0)
+        die("gmp_go failed");
+    gmp_wg_wait(&wg);
+    int64_t el = gmp_nanotime() - t0;
+    gmp_chan_free(items);
+    if (atomic_load(&items_total) != CHAN_SUM) {
+        fail("sum is not n(n-1)/2");
+        return;
+    }
+    emit(CHAN_ITEMS, (double)el / CHAN_ITEMS, "ns/item");
+}
+
+/* Producer k sends its quarter, k*n/4 .. (k+1)*n/4 - 1. */
+static void mpmc_producer(void *arg)
+{
+    int64_t k = (int64_t)(uintptr_t)arg;
+    produce(k * CHAN_ITEMS / MPMC_SIDES, (k + 1) * CHAN_ITEMS / MPMC_SIDES);
+    gmp_wg_done(&producers_wg);
+}
+
+/* The consumers count down wg; main closes the channel once the producers
+ * are done, then waits for the consumers. */
+static void bench_mpmc(void *arg)
+{
+    (void)arg;
+    items = gmp_chan_make(sizeof(int64_t), CHAN_CAP);
+    if (!items) {
+        fail("gmp_chan_make failed");
+        return;
+    }
+    gmp_wg_add(&producers_wg, MPMC_SIDES);
+    gmp_wg_add(&wg, MPMC_SIDES);
+    int64_t t0 = gmp_nanotime();
+    for (int k = 0; k < MPMC_SIDES; k++)
+        if (gmp_go(consumer, NULL) != 0)
+            die("gmp_go failed");
+    for (uintptr_t k = 0; k < MPMC_SIDES; k++)
+        if (gmp_go(mpmc_producer, (void *)k) != 0)
+            die("gmp_go failed");
+    gmp_wg_wait(&producers_wg);
+    if (gmp_chan_close(items) != 0)
+        die("gmp_chan_close failed");
+    gmp_wg_wait(&wg);
+    int64_t el = gmp_nanotime() - t0;
+    gmp_chan_free(items);
+    if (atomic_load(&items_total) != CHAN_SUM) {
+        fail("sum is not n(n-1)/2");
+        return;
+    }
+    emit(CHAN_ITEMS, (double)el / CHAN_ITEMS, "ns/item");
+}
+
 /* ---- steal: 10,000 tasks of 1..100 units from one spawner ----------------- */
 
 #define STEAL_TASKS      10000
@@ -191,6 +431,121 @@ static void bench_steal(void *arg)
         x ^= slots[i];
     sink = x;
     emit(STEAL_TASKS, (double)el / 1e6, "ms");
+}
+
+/* ---- mutex: 1,000 goroutines, 10,000 locked increments each --------------- */
+
+#define MUTEX_GS   1000
+#define MUTEX_PERG 10000
+#define MUTEX_OPS  ((int64_t)MUTEX_GS * MUTEX_PERG)
+
+static gmp_mutex_t mu = GMP_MUTEX_INIT;
+static int64_t counter;         /* guarded by mu */
+
+static void incrementer(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < MUTEX_PERG; i++) {
+        gmp_mutex_lock(&mu);
+        counter++;
+        gmp_mutex_unlock(&mu);
+    }
+    gmp_wg_done(&wg);
+}
+
+static void bench_mutex(void *arg)
+{
+    (void)arg;
+    gmp_wg_add(&wg, MUTEX_GS);
+    int64_t t0 = gmp_nanotime();
+    for (int i = 0; i < MUTEX_GS; i++)
+        if (gmp_go(incrementer, NULL) != 0)
+            die("gmp_go failed");
+    gmp_wg_wait(&wg);
+    int64_t el = gmp_nanotime() - t0;
+    if (counter != MUTEX_OPS) {
+        fail("counter is not 10,000,000");
+        return;
+    }
+    emit(MUTEX_OPS, (double)el / MUTEX_OPS, "ns/op");
+}
+
+/* ---- idle: RSS of 100,000 goroutines parked on a receive ------------------ */
+
+#define IDLE_GS        100000
+#define IDLE_SETTLE_NS 20000000 /* 20 ms after the last one reports in */
+
+static gmp_chan_t *idle_chan;
+static gmp_wg_t parked_wg;     /* each goroutine reports in before it parks */
+
+/* Resident set size in bytes from /proc/self/statm (pages * page size), or
+ * -1. Read without stdio, whose buffer would add to the figure. */
+static int64_t statm_rss(void)
+{
+    char buf[256];
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return -1;
+    buf[len] = '\0';
+    long long size, resident;
+    if (sscanf(buf, "%lld %lld", &size, &resident) != 2)
+        return -1;
+    return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Sleeps ns on this thread, resuming after a signal; call it bracketed. */
+static int sleep_ns(int64_t ns)
+{
+    struct timespec ts = {ns / 1000000000, ns % 1000000000};
+    while (nanosleep(&ts, &ts) != 0)
+        if (errno != EINTR)
+            return -1;
+    return 0;
+}
+
+static void idler(void *arg)
+{
+    (void)arg;
+    gmp_wg_done(&parked_wg);
+    if (gmp_chan_recv(idle_chan, NULL) != GMP_ECLOSED)
+        die("gmp_chan_recv did not report the close");
+    gmp_wg_done(&wg);
+}
+
+static void bench_idle(void *arg)
+{
+    (void)arg;
+    idle_chan = gmp_chan_make(0, 0);
+    if (!idle_chan) {
+        fail("gmp_chan_make failed");
+        return;
+    }
+    gmp_wg_add(&parked_wg, IDLE_GS);
+    gmp_wg_add(&wg, IDLE_GS);
+    int64_t before = statm_rss();
+    if (before < 0) {
+        fail("cannot read /proc/self/statm");
+        return;
+    }
+    for (int i = 0; i < IDLE_GS; i++)
+        if (gmp_go(idler, NULL) != 0)
+            die("gmp_go failed");
+    gmp_wg_wait(&parked_wg);
+    /* No gmp_sleep yet: sleep this thread, its P handed on by the bracket. */
+    if (GMP_SYSCALL(sleep_ns(IDLE_SETTLE_NS)) != 0)
+        die("nanosleep failed");
+    int64_t after = statm_rss();
+    if (after < 0)
+        die("cannot read /proc/self/statm");
+    if (gmp_chan_close(idle_chan) != 0)
+        die("gmp_chan_close failed");
+    gmp_wg_wait(&wg);
+    gmp_chan_free(idle_chan);
+    emit(IDLE_GS, (double)(after - before) / IDLE_GS, "bytes/goroutine");
 }
 
 /* ---- syscall: bracketed getppid beside a CPU-bound goroutine --------------- */
@@ -253,7 +608,13 @@ struct bcase {
 static const struct bcase cases[] = {
     {"yield", bench_yield},
     {"spawn", bench_spawn},
+    {"skynet", bench_skynet},
+    {"pingpong", bench_pingpong},
+    {"chan", bench_chan},
+    {"mpmc", bench_mpmc},
     {"steal", bench_steal},
+    {"mutex", bench_mutex},
+    {"idle", bench_idle},
     {"syscall", bench_syscall},
 };
 

@@ -15,7 +15,8 @@
 #                 there) and run it under qemu-aarch64. This shows that the
 #                 suite builds and runs on arm64; figures under emulation say
 #                 nothing about speed.
-#   case ...      default: switch yield spawn steal syscall
+#   case ...      default: switch yield spawn skynet pingpong chan mpmc
+#                 steal mutex idle syscall
 #
 # Programs, all run as `<prog> <name> <procs|all> [port]`:
 #   gmprt  $BUILD_DIR/bench/gmprt-bench (CMake, Release)
@@ -56,7 +57,9 @@ esac
 shift $((OPTIND - 1))
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: RUNS must be >= 1" >&2; usage; }
 CASES=("$@")
-[ ${#CASES[@]} -gt 0 ] || CASES=(switch yield spawn steal syscall)
+[ ${#CASES[@]} -gt 0 ] ||
+    CASES=(switch yield spawn skynet pingpong chan mpmc steal mutex idle
+           syscall)
 TIMEOUT=${BENCH_TIMEOUT:-600}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
