@@ -183,7 +183,8 @@ int gmp_go(void (*fn)(void *), void *arg)
         gmp__runqput(s, pp, gp, true);
         /* With one P the caller holds it: no P is idle to wake. */
         if (s->procs > 1) {
-            gmp__storeload_fence();
+            /* The runnext put was an exchange (a P with thieves). */
+            gmp__storeload_fence_after_rmw();
             gmp__wakep(s);
         }
         gmp__preempt_point(mp);

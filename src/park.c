@@ -73,7 +73,9 @@ void gmp__goready(struct g *gp)
     gmp__runqput(s, mp->p, gp, true);
     if (s->procs == 1)
         return;
-    gmp__storeload_fence();         /* publish, then look for spinners */
+    /* Publish, then look for spinners. With more than one P the runnext
+     * put was an exchange: see gmp__storeload_fence_after_rmw. */
+    gmp__storeload_fence_after_rmw();
     gmp__wakep(s);
 }
 

@@ -461,4 +461,19 @@ static inline void gmp__storeload_fence(void)
 #endif
 }
 
+/* gmp__storeload_fence for a caller whose last store was a locked
+ * read-modify-write (Linux's smp_mb__after_atomic): on x86 every locked
+ * instruction is already a full barrier, so only the compiler needs
+ * telling; elsewhere, and under TSan (which reasons in C11), the fence.
+ * Used after gmp__runqput(next) on a P with thieves, which publishes the
+ * G with an exchange. */
+static inline void gmp__storeload_fence_after_rmw(void)
+{
+#if defined(__x86_64__) && !defined(GMP_TSAN)
+    __asm__ __volatile__("" ::: "memory");
+#else
+    gmp__storeload_fence();
+#endif
+}
+
 #endif /* GMP_RUNTIME_H */
