@@ -37,7 +37,6 @@ const char *const gmp__waitreason_names[WAIT_NREASONS] = {
     [WAIT_RWMUTEX_W] = "sync.RWMutex.Lock",
     [WAIT_COND] = "sync.Cond.Wait",
     [WAIT_WG] = "sync.WaitGroup.Wait",
-    [WAIT_SEMA] = "semacquire",
 };
 
 void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,

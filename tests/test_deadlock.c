@@ -712,9 +712,10 @@ static void init_mode_child(void *arg)
     gmp_go(im_locker, NULL);
     if (h_wait(&im.in, 2) != 0)
         _exit(21);
+    /* Still means the last M went idle, which is when a deadlock would
+     * be reported: no further wait could add anything. */
     if (h_wait_until(still_pred, NULL, "the runtime idle") != 0)
         _exit(22);
-    sleep_ns(IDLE_NS);              /* idle a while longer */
     if (gmp_num_goroutines() != 2 || atomic_load(&im.got) != 0)
         _exit(23);
     int v = 17;
