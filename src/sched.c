@@ -196,8 +196,10 @@ fail_locked:
 }
 
 /* Tries to start a spinning M if a P is idle and nobody is spinning. The
- * caller has published its work and issued gmp__storeload_fence().
- * Context: any. */
+ * caller has published its work in a queue it owns and issued
+ * gmp__storeload_fence() (or, after a locked RMW, its _after_rmw form).
+ * Work for the global queue from a thread without a P goes through
+ * gmp__globrunqput_wake instead. Context: any. */
 void gmp__wakep(struct schedt *s)
 {
     /* Relaxed loads, ordered after the caller's full barrier. */
