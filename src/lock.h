@@ -13,8 +13,8 @@
  *   Used for sched.lock and the free-list locks; never held across a
  *   switch, and only for short critical sections.
  * gmp__spinlock: one word, 0 free, 1 held. Lock is a CAS 0 -> 1; a waiter
- *   spins (reading, not writing, the word), then also yields its thread
- *   to the OS between rounds. Unlock is a plain release store: one locked
+ *   retries with exponential backoff (reading, not writing, the word),
+ *   then yields its thread to the OS between tries. Unlock is a plain release store: one locked
  *   instruction per critical section instead of the futex lock's two,
  *   which is most of the cost of an uncontended channel operation. It
  *   never sleeps, so it guards only sections of a few dozen instructions
