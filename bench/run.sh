@@ -4,7 +4,7 @@
 # defined in docs/BENCHMARKS.md (summarised in bench/README.md) and prints a
 # markdown table of medians with the ratio gmprt / peer.
 #
-# Usage: bench/run.sh [-r RUNS] [-b BUILD_DIR] [-a aarch64] [case ...]
+# Usage: bench/run.sh [-r RUNS] [-b BUILD_DIR] [-a aarch64] [-n] [case ...]
 #   -r RUNS       runs per program, case and procs setting (default 5)
 #   -b BUILD_DIR  CMake build directory (default build-bench, or
 #                 build-bench-aarch64 with -a; relative to the repository
@@ -15,6 +15,9 @@
 #                 there) and run it under qemu-aarch64. This shows that the
 #                 suite builds and runs on arm64; figures under emulation say
 #                 nothing about speed.
+#   -n            build nothing: time the programs an earlier run left in
+#                 BUILD_DIR (for a machine with no compilers, given a copy
+#                 of that directory); a missing one gets '-' as usual
 #   case ...      default: switch yield spawn skynet pingpong chan mpmc
 #                 steal mutex idle syscall
 #
@@ -34,18 +37,20 @@
 set -u
 
 usage() {
-    echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [case ...]" >&2
+    echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-a aarch64] [-n] [case ...]" >&2
     exit 2
 }
 
 RUNS=5
 BUILD_DIR=
 ARCH=
-while getopts "r:b:a:h" opt; do
+NOBUILD=
+while getopts "r:b:a:nh" opt; do
     case $opt in
     r) RUNS=$OPTARG ;;
     b) BUILD_DIR=$OPTARG ;;
     a) ARCH=$OPTARG ;;
+    n) NOBUILD=1 ;;
     *) usage ;;
     esac
 done
@@ -94,53 +99,60 @@ GMPRT=$BUILD_DIR/bench/gmprt-bench
 GO_BIN=$OUT/go-bench
 BOOST_BIN=$OUT/boost-switch
 
-if ! command -v cmake >/dev/null; then
-    note "cmake not found; gmprt column will be '-'"
-    GMPRT=
-elif ! { cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
-               ${CMAKE_CROSS[@]+"${CMAKE_CROSS[@]}"} &&
-         cmake --build "$BUILD_DIR" -j; } >"$OUT/gmprt-build.log" 2>&1; then
-    # A binary left by an earlier build would be stale: do not time it.
-    note "gmprt build failed (see $OUT/gmprt-build.log);" \
-         "gmprt column will be '-'"
-    GMPRT=
-fi
-if [ -n "$GMPRT" ] && [ ! -x "$GMPRT" ]; then
-    note "no $GMPRT after the build; gmprt column will be '-'"
-    GMPRT=
-fi
-
-rm -f "$GO_BIN" "$BOOST_BIN"
-if ! command -v go >/dev/null; then
-    note "go not found (Debian: golang-go); Go column will be '-'"
+if [ -n "$NOBUILD" ]; then
+    note "-n: timing the programs already in $BUILD_DIR"
+    [ -x "$GMPRT" ] || { note "no $GMPRT"; GMPRT=; }
+    [ -x "$GO_BIN" ] || { note "no $GO_BIN"; GO_BIN=; }
+    [ -x "$BOOST_BIN" ] || BOOST_BIN=
 else
-    # go needs a writable build cache; HOME may not be.
-    if [ -z "${GOCACHE:-}" ] && ! { [ -n "${HOME:-}" ] && [ -w "$HOME" ]; }
-    then
-        export GOCACHE=$OUT/go-cache GOPATH=$OUT/go-path
+    if ! command -v cmake >/dev/null; then
+        note "cmake not found; gmprt column will be '-'"
+        GMPRT=
+    elif ! { cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+                   ${CMAKE_CROSS[@]+"${CMAKE_CROSS[@]}"} &&
+             cmake --build "$BUILD_DIR" -j; } >"$OUT/gmprt-build.log" 2>&1; then
+        # A binary left by an earlier build would be stale: do not time it.
+        note "gmprt build failed (see $OUT/gmprt-build.log);" \
+             "gmprt column will be '-'"
+        GMPRT=
     fi
-    # The peer has no dependencies: never reach for the network.
-    if ! (cd bench/peers/go &&
-          env ${GO_ENV[@]+"${GO_ENV[@]}"} GOPROXY=off GOTOOLCHAIN=local \
-              go build -o "$GO_BIN" .) \
-            >"$OUT/go-build.log" 2>&1; then
-        note "Go peer build failed (see $OUT/go-build.log)"
+    if [ -n "$GMPRT" ] && [ ! -x "$GMPRT" ]; then
+        note "no $GMPRT after the build; gmprt column will be '-'"
+        GMPRT=
     fi
-fi
-[ -x "$GO_BIN" ] || GO_BIN=
 
-if ! command -v "$CXX" >/dev/null; then
-    note "$CXX not found; Boost.Context peer skipped"
-elif ! echo '#include <boost/context/detail/fcontext.hpp>' |
-        "$CXX" -fsyntax-only -x c++ - >/dev/null 2>&1; then
-    note "boost/context headers not found (Debian: libboost-context-dev);" \
-         "Boost.Context peer skipped"
-elif ! "$CXX" -O2 -o "$BOOST_BIN" bench/peers/boost/switch.cpp \
-        -lboost_context >"$OUT/boost-build.log" 2>&1; then
-    note "Boost.Context peer build failed, libboost_context missing?" \
-         "(see $OUT/boost-build.log)"
+    rm -f "$GO_BIN" "$BOOST_BIN"
+    if ! command -v go >/dev/null; then
+        note "go not found (Debian: golang-go); Go column will be '-'"
+    else
+        # go needs a writable build cache; HOME may not be.
+        if [ -z "${GOCACHE:-}" ] && ! { [ -n "${HOME:-}" ] && [ -w "$HOME" ]; }
+        then
+            export GOCACHE=$OUT/go-cache GOPATH=$OUT/go-path
+        fi
+        # The peer has no dependencies: never reach for the network.
+        if ! (cd bench/peers/go &&
+              env ${GO_ENV[@]+"${GO_ENV[@]}"} GOPROXY=off GOTOOLCHAIN=local \
+                  go build -o "$GO_BIN" .) \
+                >"$OUT/go-build.log" 2>&1; then
+            note "Go peer build failed (see $OUT/go-build.log)"
+        fi
+    fi
+    [ -x "$GO_BIN" ] || GO_BIN=
+
+    if ! command -v "$CXX" >/dev/null; then
+        note "$CXX not found; Boost.Context peer skipped"
+    elif ! echo '#include <boost/context/detail/fcontext.hpp>' |
+            "$CXX" -fsyntax-only -x c++ - >/dev/null 2>&1; then
+        note "boost/context headers not found (Debian: libboost-context-dev);" \
+             "Boost.Context peer skipped"
+    elif ! "$CXX" -O2 -o "$BOOST_BIN" bench/peers/boost/switch.cpp \
+            -lboost_context >"$OUT/boost-build.log" 2>&1; then
+        note "Boost.Context peer build failed, libboost_context missing?" \
+             "(see $OUT/boost-build.log)"
+    fi
+    [ -x "$BOOST_BIN" ] || BOOST_BIN=
 fi
-[ -x "$BOOST_BIN" ] || BOOST_BIN=
 
 # ---- what each case runs ----------------------------------------------
 
