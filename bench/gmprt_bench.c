@@ -8,18 +8,25 @@
  * Exit status: 0 ok, 1 a case's own check failed, 2 bad command line or a
  * case not implemented yet. Only the work is timed: the clock starts just
  * before the first spawn and stops when the waiting main wakes.
+ *
+ * `echo <procs|all> <port>` is a server, not a measurement: it serves on
+ * 127.0.0.1:<port> until SIGTERM or SIGINT, prints nothing and exits 0;
+ * the external load client (bench/echo_client.c) prints the result.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <gmprt.h>
@@ -32,6 +39,7 @@
 
 static const char *case_name;
 static int procs;
+static int port;                /* echo's; 0 when not given */
 static int status;              /* exit status set by a failing check */
 
 static void emit(int64_t n, double value, const char *unit)
@@ -468,6 +476,50 @@ static void bench_mutex(void *arg)
     emit(MUTEX_OPS, (double)el / MUTEX_OPS, "ns/op");
 }
 
+/* ---- timers: 100,000 goroutines sleep 1..50 ms ---------------------------- */
+
+#define TIMER_GS 100000
+
+static int64_t timer_ns[TIMER_GS];      /* drawn by main before the clock */
+static int64_t timer_late[TIMER_GS];    /* goroutine i's lateness, in ns */
+
+static void sleeper(void *arg)
+{
+    uintptr_t i = (uintptr_t)arg;
+    int64_t t0 = gmp_nanotime();
+    gmp_sleep(timer_ns[i]);
+    timer_late[i] = gmp_nanotime() - t0 - timer_ns[i];
+    gmp_wg_done(&wg);
+}
+
+static void bench_timers(void *arg)
+{
+    (void)arg;
+    uint64_t s = LCG_SEED;
+    for (int i = 0; i < TIMER_GS; i++)
+        timer_ns[i] = (int64_t)lcg_draw(&s, 50) * 1000000;
+    gmp_wg_add(&wg, TIMER_GS);
+    int64_t t0 = gmp_nanotime();
+    for (uintptr_t i = 0; i < TIMER_GS; i++)
+        if (gmp_go(sleeper, (void *)i) != 0)
+            die("gmp_go failed");
+    gmp_wg_wait(&wg);
+    int64_t el = gmp_nanotime() - t0;
+    /* The wait group's release orders every goroutine's store before
+     * these reads, as Go's WaitGroup does. */
+    int64_t sum = 0, early = 0;
+    for (int i = 0; i < TIMER_GS; i++) {
+        sum += timer_late[i];
+        early += timer_late[i] < 0;
+    }
+    if (early) {
+        fail("a sleep returned before its time");
+        return;
+    }
+    emit(TIMER_GS, (double)el / 1e6, "ms");
+    emit(TIMER_GS, (double)sum / TIMER_GS / 1e3, "us_late");
+}
+
 /* ---- idle: RSS of 100,000 goroutines parked on a receive ------------------ */
 
 #define IDLE_GS        100000
@@ -493,16 +545,6 @@ static int64_t statm_rss(void)
     if (sscanf(buf, "%lld %lld", &size, &resident) != 2)
         return -1;
     return (int64_t)resident * sysconf(_SC_PAGESIZE);
-}
-
-/* Sleeps ns on this thread, resuming after a signal; call it bracketed. */
-static int sleep_ns(int64_t ns)
-{
-    struct timespec ts = {ns / 1000000000, ns % 1000000000};
-    while (nanosleep(&ts, &ts) != 0)
-        if (errno != EINTR)
-            return -1;
-    return 0;
 }
 
 static void idler(void *arg)
@@ -533,9 +575,8 @@ static void bench_idle(void *arg)
         if (gmp_go(idler, NULL) != 0)
             die("gmp_go failed");
     gmp_wg_wait(&parked_wg);
-    /* No gmp_sleep yet: sleep this thread, its P handed on by the bracket. */
-    if (GMP_SYSCALL(sleep_ns(IDLE_SETTLE_NS)) != 0)
-        die("nanosleep failed");
+    /* The last ones to report in have yet to reach the receive. */
+    gmp_sleep(IDLE_SETTLE_NS);
     int64_t after = statm_rss();
     if (after < 0)
         die("cannot read /proc/self/statm");
@@ -596,6 +637,98 @@ static void bench_syscall(void *arg)
     emit((int64_t)SYSCALL_STEPS, (double)sys_tb / (double)t0, "slowdown");
 }
 
+/* ---- echo: a TCP echo server for the external load client ----------------- */
+
+#define ECHO_BUF 4096
+
+/* SIGTERM and SIGINT end the server: the handler writes the signal number
+ * to a pipe that the main goroutine reads through the netpoller, so the
+ * runtime's own calls need not be async-signal-safe. */
+static int stop_pipe[2];
+
+static void on_stop(int sig)
+{
+    int saved = errno;          /* the interrupted code may look at it */
+    unsigned char b = (unsigned char)sig;
+    ssize_t r = write(stop_pipe[1], &b, 1);
+    (void)r;                    /* a full pipe already holds a stop */
+    errno = saved;
+}
+
+/* One connection: write back whatever arrives until end of file or an
+ * error; gmp_write writes all of it or fails. */
+static void echo_conn(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char buf[ECHO_BUF];
+    for (;;) {
+        ssize_t n = gmp_read(fd, buf, sizeof buf);
+        if (n <= 0 || gmp_write(fd, buf, (size_t)n) != n)
+            break;
+    }
+    gmp_close(fd);
+}
+
+static void acceptor(void *arg)
+{
+    int lfd = (int)(intptr_t)arg;
+    for (;;) {
+        int fd = gmp_accept(lfd, NULL, NULL);
+        if (fd == -ECONNABORTED || fd == -EINTR || fd == -EPROTO)
+            continue;           /* the client gave up on this one */
+        if (fd < 0) {
+            fprintf(stderr, "gmprt-bench echo: accept: %s\n",
+                    gmp_strerror(fd));
+            exit(1);
+        }
+        /* As Go's net package does for every TCP connection. */
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (gmp_go(echo_conn, (void *)(intptr_t)fd) != 0)
+            die("gmp_go failed");
+    }
+}
+
+static void bench_echo(void *arg)
+{
+    (void)arg;
+    /* Non-blocking: the handler must never wait on a full pipe. */
+    if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fail("pipe2 failed");
+        return;
+    }
+    struct sigaction sa = {.sa_handler = on_stop, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) != 0 ||
+        sigaction(SIGINT, &sa, NULL) != 0) {
+        fail("sigaction failed");
+        return;
+    }
+    /* SO_REUSEADDR, as Go's listeners: a port left in TIME_WAIT by an
+     * earlier run can be bound again at once. */
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (lfd < 0 ||
+        setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(lfd, (struct sockaddr *)&sin, sizeof sin) != 0 ||
+        listen(lfd, SOMAXCONN) != 0) {
+        fprintf(stderr, "gmprt-bench echo: cannot listen on 127.0.0.1:%d: "
+                "%s\n", port, strerror(errno));
+        status = 1;
+        return;
+    }
+    if (gmp_go(acceptor, (void *)(intptr_t)lfd) != 0)
+        die("gmp_go failed");
+    unsigned char b;
+    ssize_t n = gmp_read(stop_pipe[0], &b, 1);
+    if (n != 1)
+        fail(n < 0 ? gmp_strerror((int)n) : "the stop pipe closed");
+    /* Returning abandons the acceptor and the connections, as Go's main. */
+}
+
 /* ---- command line -------------------------------------------------------- */
 
 struct bcase {
@@ -612,8 +745,10 @@ static const struct bcase cases[] = {
     {"mpmc", bench_mpmc},
     {"steal", bench_steal},
     {"mutex", bench_mutex},
+    {"timers", bench_timers},
     {"idle", bench_idle},
     {"syscall", bench_syscall},
+    {"echo", bench_echo},
 };
 
 static int usable_cpus(void)
@@ -641,6 +776,20 @@ int main(int argc, char **argv)
             return 2;
         }
         procs = (int)v;
+    }
+    /* The port is only for echo, which needs one; the others ignore it. */
+    if (argc == 4) {
+        char *end;
+        long v = strtol(argv[3], &end, 10);
+        if (end == argv[3] || *end || v < 1 || v > 65535) {
+            fprintf(stderr, "gmprt-bench: bad port '%s'\n", argv[3]);
+            return 2;
+        }
+        port = (int)v;
+    }
+    if (strcmp(case_name, "echo") == 0 && port == 0) {
+        fprintf(stderr, "gmprt-bench: echo needs a port\n");
+        return 2;
     }
     if (strcmp(case_name, "switch") == 0) {
         bench_switch();

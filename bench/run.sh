@@ -19,7 +19,7 @@
 #                 BUILD_DIR (for a machine with no compilers, given a copy
 #                 of that directory); a missing one gets '-' as usual
 #   case ...      default: switch yield spawn skynet pingpong chan mpmc
-#                 steal mutex idle syscall
+#                 steal mutex timers idle syscall echo
 #
 # Programs, all run as `<prog> <name> <procs|all> [port]`:
 #   gmprt  $BUILD_DIR/bench/gmprt-bench (CMake, Release)
@@ -27,6 +27,10 @@
 #   Boost  bench/peers/boost/switch.cpp, the peer for `switch` only (skipped
 #          without boost/context headers or libboost_context)
 # Each program prints lines `bench=<name> procs=<P> n=<n> value=<v> unit=<u>`.
+# `echo` is the exception: the program is a server (`<prog> echo all
+# <port>`, on a free port) that $BUILD_DIR/bench/gmprt-echo-client (CMake,
+# libc only) drives and then stops with SIGTERM; the client's line is the
+# result for that server.
 # For each case and procs setting the runs alternate gmprt, peer, gmprt, ...
 # A program that is missing, fails (non-zero exit, timeout) or leaves out a
 # unit in any run gets `-` in that cell; the suite goes on.
@@ -63,8 +67,8 @@ shift $((OPTIND - 1))
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: RUNS must be >= 1" >&2; usage; }
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] ||
-    CASES=(switch yield spawn skynet pingpong chan mpmc steal mutex idle
-           syscall)
+    CASES=(switch yield spawn skynet pingpong chan mpmc steal mutex timers
+           idle syscall echo)
 TIMEOUT=${BENCH_TIMEOUT:-600}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -96,18 +100,21 @@ if [ "$ARCH" = aarch64 ]; then
 fi
 
 GMPRT=$BUILD_DIR/bench/gmprt-bench
+ECHO_CLIENT=$BUILD_DIR/bench/gmprt-echo-client
 GO_BIN=$OUT/go-bench
 BOOST_BIN=$OUT/boost-switch
 
 if [ -n "$NOBUILD" ]; then
     note "-n: timing the programs already in $BUILD_DIR"
     [ -x "$GMPRT" ] || { note "no $GMPRT"; GMPRT=; }
+    [ -x "$ECHO_CLIENT" ] || ECHO_CLIENT=
     [ -x "$GO_BIN" ] || { note "no $GO_BIN"; GO_BIN=; }
     [ -x "$BOOST_BIN" ] || BOOST_BIN=
 else
     if ! command -v cmake >/dev/null; then
         note "cmake not found; gmprt column will be '-'"
         GMPRT=
+        ECHO_CLIENT=
     elif ! { cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
                    ${CMAKE_CROSS[@]+"${CMAKE_CROSS[@]}"} &&
              cmake --build "$BUILD_DIR" -j; } >"$OUT/gmprt-build.log" 2>&1; then
@@ -119,6 +126,14 @@ else
     if [ -n "$GMPRT" ] && [ ! -x "$GMPRT" ]; then
         note "no $GMPRT after the build; gmprt column will be '-'"
         GMPRT=
+    fi
+    # The echo client needs nothing of gmprt: build it on its own, so that
+    # a gmprt that fails to build still leaves the peer's server measured.
+    if [ -n "$ECHO_CLIENT" ] &&
+        ! cmake --build "$BUILD_DIR" --target gmprt-echo-client \
+            >"$OUT/echo-client-build.log" 2>&1; then
+        note "echo client build failed (see $OUT/echo-client-build.log)"
+        ECHO_CLIENT=
     fi
 
     rm -f "$GO_BIN" "$BOOST_BIN"
@@ -153,6 +168,7 @@ else
     fi
     [ -x "$BOOST_BIN" ] || BOOST_BIN=
 fi
+[ -n "$ECHO_CLIENT" ] && [ ! -x "$ECHO_CLIENT" ] && ECHO_CLIENT=
 
 # ---- what each case runs ----------------------------------------------
 
@@ -161,7 +177,7 @@ procs_for() {
     case $1 in
     switch | yield | syscall) echo 1 ;;
     spawn | pingpong | chan | steal) echo 1 all ;;
-    skynet | mpmc | mutex | timers | idle | pool | spawnwork) echo all ;;
+    skynet | mpmc | mutex | timers | idle | pool | spawnwork | echo) echo all ;;
     esac
 }
 
@@ -179,6 +195,7 @@ units_for() {
     idle) echo bytes/goroutine ;;
     syscall) echo ns/syscall slowdown ;;
     pool | spawnwork) echo ms KiB ;;
+    echo) echo roundtrips/s ;;
     esac
 }
 
@@ -192,7 +209,11 @@ RAW=$OUT/raw.txt
 : >"$RAW"
 
 TIMEOUT_CMD=()
-command -v timeout >/dev/null && TIMEOUT_CMD=(timeout "$TIMEOUT")
+SERVER_TIMEOUT_CMD=()   # the same, and SIGKILL 10 s after any signal
+if command -v timeout >/dev/null; then
+    TIMEOUT_CMD=(timeout "$TIMEOUT")
+    SERVER_TIMEOUT_CMD=(timeout -k 10 "$TIMEOUT")
+fi
 
 # run_one RT PROG CASE PROCS: one process; its lines go to $RESULTS.
 run_one() {
@@ -202,10 +223,71 @@ run_one() {
     rc=$?
     printf '# %s %s %s rc=%d\n%s\n' "$rt" "$name" "$procs" "$rc" "$out" \
         >>"$RAW"
-    if [ $rc -eq 124 ] && [ ${#TIMEOUT_CMD[@]} -gt 0 ]; then
+    record "$rt" "$name" "$procs" "$rc" "$out"
+}
+
+# The echo server being driven, for the exit trap.
+SERVER=
+trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# free_port: a random TCP port in 20000..32767 (below Linux's ephemeral
+# range) that no socket on this machine uses now, going by /proc/net/tcp*.
+free_port() {
+    local used p i
+    used=" $(awk 'FNR > 1 { split($2, a, ":"); print a[2] }' \
+             /proc/net/tcp /proc/net/tcp6 2>/dev/null | tr '\n' ' ') "
+    for ((i = 0; i < 100; i++)); do
+        p=$((20000 + RANDOM % 12768))
+        case $used in *" $(printf '%04X' "$p") "*) continue ;; esac
+        break
+    done
+    echo "$p"
+}
+
+# run_echo RT PROG echo PROCS: one run of the echo case. PROG serves on a
+# free port in the background while the load client drives it; then the
+# server gets SIGTERM and is waited for (killed 10 s later if it is still
+# there). The client's line goes to $RESULTS; a server that stops badly
+# only gets a note, its figure stands.
+run_echo() {
+    local rt=$1 prog=$2 name=$3 procs=$4 port out rc src
+    port=$(free_port)
+    ${SERVER_TIMEOUT_CMD[@]+"${SERVER_TIMEOUT_CMD[@]}"} ${EMU[@]+"${EMU[@]}"} \
+        "$prog" "$name" "$procs" "$port" \
+        >"$OUT/server-stdout.txt" 2>"$OUT/server-stderr.txt" &
+    SERVER=$!
+    # The client waits for the server to listen; it labels the line with
+    # the CPUs it may use, which is what the server's `all` resolves to.
+    out=$(${TIMEOUT_CMD[@]+"${TIMEOUT_CMD[@]}"} ${EMU[@]+"${EMU[@]}"} \
+          "$ECHO_CLIENT" "$port" 2>"$OUT/stderr.txt")
+    rc=$?
+    kill -TERM "$SERVER" 2>/dev/null
+    wait "$SERVER" 2>/dev/null
+    src=$?
+    SERVER=
+    printf '# %s %s %s port=%d rc=%d server-rc=%d\n%s\n' "$rt" "$name" \
+        "$procs" "$port" "$rc" "$src" "$out" >>"$RAW"
+    if [ $src -ne 0 ]; then
+        note "$rt $name $procs: server exit $src:" \
+             "$(tail -n 1 "$OUT/server-stderr.txt")"
+    fi
+    if [ -s "$OUT/server-stdout.txt" ]; then
+        note "$rt $name: stray server output:" \
+             "$(head -n 1 "$OUT/server-stdout.txt")"
+    fi
+    record "$rt" "$name" "$procs" "$rc" "$out"
+}
+
+# record RT CASE PROCS RC OUT: a run's exit status and output; its result
+# lines go to $RESULTS.
+record() {
+    local rt=$1 name=$2 procs=$3 rc=$4 out=$5
+    if [ "$rc" -eq 124 ] && [ ${#TIMEOUT_CMD[@]} -gt 0 ]; then
         note "$rt $name $procs: timed out after ${TIMEOUT}s"
         return
-    elif [ $rc -ne 0 ]; then
+    elif [ "$rc" -ne 0 ]; then
         note "$rt $name $procs: exit $rc: $(tail -n 1 "$OUT/stderr.txt")"
         return
     fi
@@ -231,23 +313,31 @@ peer_for() {
     if [ "$1" = switch ]; then echo "$BOOST_BIN"; else echo "$GO_BIN"; fi
 }
 
+# run RT PROG CASE PROCS: one run of any case.
+run() {
+    if [ "$3" = echo ]; then run_echo "$@"; else run_one "$@"; fi
+}
+
 declare -a RUN_CASES=()
 for name in "${CASES[@]}"; do
-    if [ "$name" = echo ]; then
-        note "echo needs the external load client; not run here"
-        continue
-    fi
     if [ -z "$(procs_for "$name")" ]; then
         note "unknown case '$name' (see BENCHMARKS.md)"
         continue
     fi
     RUN_CASES+=("$name")
     peer=$(peer_for "$name")
+    gm=$GMPRT
+    if [ "$name" = echo ] && [ -z "$ECHO_CLIENT" ]; then
+        note "echo: no load client ($BUILD_DIR/bench/gmprt-echo-client);" \
+             "its cells will be '-'"
+        gm=
+        peer=
+    fi
     for procs in $(procs_for "$name"); do
         note "$name procs=$procs: $RUNS runs each"
         for ((i = 1; i <= RUNS; i++)); do
-            [ -n "$GMPRT" ] && run_one gmprt "$GMPRT" "$name" "$procs"
-            [ -n "$peer" ] && run_one peer "$peer" "$name" "$procs"
+            [ -n "$gm" ] && run gmprt "$gm" "$name" "$procs"
+            [ -n "$peer" ] && run peer "$peer" "$name" "$procs"
         done
     done
 done
@@ -300,6 +390,8 @@ echo
 echo "Medians of $RUNS runs; $(nproc) CPUs${cpu:+ ($cpu)};" \
      "$(uname -sm)${gover:+; $gover}."
 [ -n "$ARCH" ] && echo "Built for $ARCH and run under ${EMU[0]}: not a speed figure."
+echo "gmprt/Go below 1 means gmprt is faster or smaller, except for speedup" \
+     "and roundtrips/s, where above 1 means gmprt does better."
 echo
 echo "| case | procs | unit | gmprt | Go | gmprt/Go |"
 echo "|---|---|---|---|---|---|"

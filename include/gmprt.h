@@ -15,6 +15,8 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -159,7 +161,7 @@ typedef struct gmp_case {
  * zeroes *elem and sets GMP_ECLOSED. timeout_ns: GMP_FOREVER waits for
  * ever; any other value <= 0 polls once and returns GMP_EAGAIN if nothing
  * is ready (Go's default case); a positive timeout returns GMP_ETIMEDOUT
- * when it expires (until timers exist: GMP_EINVAL). gmp_select(NULL, 0,
+ * when it expires, never before timeout_ns have passed. gmp_select(NULL, 0,
  * GMP_FOREVER) blocks for ever, as Go's select {}. GMP_EINVAL for a bad op,
  * NULL cases with n > 0, or a NULL elem on a send case with a payload. A
  * channel may appear in several cases. */
@@ -287,7 +289,7 @@ typedef struct gmp_cond {
 GMP_EXTERN void gmp_cond_wait(gmp_cond_t *cv, gmp_mutex_t *mu);
 /* 0 when signalled, GMP_ETIMEDOUT when the time ran out (at once for a
  * timeout <= 0 other than GMP_FOREVER, which waits for ever), with mu held
- * again either way. Until timers exist a positive timeout is GMP_EINVAL. */
+ * again either way. A wait never times out before timeout_ns have passed. */
 GMP_EXTERN int gmp_cond_timedwait(gmp_cond_t *cv, gmp_mutex_t *mu,
                                   int64_t timeout_ns);
 GMP_EXTERN void gmp_cond_signal(gmp_cond_t *cv);
@@ -315,6 +317,53 @@ typedef struct gmp_wg {
 GMP_EXTERN void gmp_wg_add(gmp_wg_t *wg, int64_t delta);
 GMP_EXTERN void gmp_wg_done(gmp_wg_t *wg);
 GMP_EXTERN void gmp_wg_wait(gmp_wg_t *wg);
+
+
+/* ---- Time ---------------------------------------------------------------- */
+
+/* Sleeps at least ns nanoseconds (monotonic clock): a goroutine parks on a
+ * timer and its M runs other goroutines; a plain thread sleeps. ns <= 0
+ * returns at once (a goroutine still yields its time slice check). */
+GMP_EXTERN void gmp_sleep(int64_t ns);
+
+/* ---- File descriptors (netpoller) ---------------------------------------- */
+
+/* Events for gmp_fd_wait; equal to poll(2)'s POLLIN and POLLOUT. */
+#define GMP_POLLIN  0x001
+#define GMP_POLLOUT 0x004
+
+/*
+ * Blocking I/O that parks the goroutine, not the thread. Each call works on
+ * any fd: the first use makes it non-blocking (O_NONBLOCK stays set) and
+ * registers it with the runtime's epoll instance (edge-triggered); on
+ * EAGAIN the goroutine parks until the poller reports the fd ready. On a
+ * plain thread the calls block that thread. One reader and one writer at a
+ * time per fd: concurrent reads (or writes) on one fd take turns. Errors
+ * are negative errno values (GMP_EBADF once the fd is closed by
+ * gmp_close). An fd used here must be closed with gmp_close, not close(2):
+ * the poller keeps state for the fd number.
+ */
+/* Reads up to n bytes: the count (0 at end of file) or an error. */
+GMP_EXTERN ssize_t gmp_read(int fd, void *buf, size_t n);
+/* Writes all n bytes: n, or an error, even if part of buf went out before
+ * it (as Go's Write reports err). */
+GMP_EXTERN ssize_t gmp_write(int fd, const void *buf, size_t n);
+/* accept4(2) that parks: the new fd (non-blocking, close-on-exec) or an
+ * error. addr and len may be NULL. */
+GMP_EXTERN int gmp_accept(int fd, struct sockaddr *addr, socklen_t *len);
+/* connect(2) that parks until the connection is made: 0 or an error (the
+ * socket's SO_ERROR). */
+GMP_EXTERN int gmp_connect(int fd, const struct sockaddr *addr,
+                           socklen_t len);
+/* Waits until fd is ready for any of events (GMP_POLLIN, GMP_POLLOUT):
+ * returns the ready ones among them (an error or hang-up counts as ready
+ * for all), GMP_ETIMEDOUT when timeout_ns ran out (a timeout <= 0 other
+ * than GMP_FOREVER polls once), GMP_EBADF if the fd is closed meanwhile by
+ * gmp_close, GMP_EINVAL for no events. */
+GMP_EXTERN int gmp_fd_wait(int fd, int events, int64_t timeout_ns);
+/* Closes fd: every goroutine or thread parked on it returns GMP_EBADF,
+ * the poller forgets it, then close(2). 0 or an error. */
+GMP_EXTERN int gmp_close(int fd);
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,10 @@
  *     keep threads of their own: no report there.
  *   - Under gmp_init the host thread keeps running and may act: no
  *     detection at all, as Go's c-archive / c-shared builds.
- *   - Timers and the poller (not built yet) will count here too.
+ *   - A pending timer (a sleeper, a select or wait with a timeout) or a
+ *     waiter on an fd: the timer will fire, the fd may become ready.
+ *     An M blocked in the poller is not idle anyway, so the check does
+ *     not even run while either exists.
  * So a report is never false: every thread that could act is asleep in
  * the runtime, and nothing is queued.
  */
@@ -29,6 +32,8 @@
 
 #include "runtime.h"
 #include "park.h"
+#include "netpoll.h"
+#include "timer.h"
 
 /* Threads in the process, from /proc/self/stat (field 20), or -1. A
  * thread that pthread_join has reaped may still be counted for a moment:
@@ -115,6 +120,11 @@ void gmp__checkdead(struct schedt *s)
     for (int i = 0; i < s->procs; i++)
         if (!gmp__runqempty(&s->allp[i]))
             return;
+    /* A pending timer will ready its sleeper; a waiter on an fd can be
+     * woken by the world outside. (With either, an M would be blocked
+     * in the poller rather than idle; this is the belt to those braces.) */
+    if (gmp__timers_next(s) != 0 || gmp__netpoll_waiting(s))
+        return;
     long known = s->mcount + 1 + (s->sysmon_ticks ? 1 : 0);
     /* Undecided while another thread lives; it may exit without ever
      * touching the runtime, so sysmon asks again now and then. */

@@ -34,6 +34,8 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "netpoll.h"
+#include "timer.h"
 #include "park.h"
 
 #define DEFAULT_STACK   (256 * 1024)
@@ -150,6 +152,9 @@ static void runtime_free(struct schedt *s)
     gmp__stacks_release(s);
     gmp__sudog_release_all(s);
     gmp__preempt_teardown();
+    for (int i = 0; i < s->procs; i++)
+        gmp__timers_free(&s->allp[i]);
+    gmp__netpoll_free(s);
     for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
         next = sl->next;
         munmap(sl, sl->len);
@@ -193,7 +198,13 @@ static struct schedt *runtime_new(const struct settings *set)
     for (unsigned i = 1; i <= (unsigned)s->procs; i++)
         if (gcd(i, (unsigned)s->procs) == 1)
             s->coprimes[s->ncoprimes++] = i;
+    if (gmp__netpoll_init(s) != 0) {
+        free(s->allp);
+        free(s);
+        return NULL;
+    }
     if (gmp__signals_install() != 0) {
+        gmp__netpoll_free(s);
         free(s->allp);
         free(s);
         return NULL;

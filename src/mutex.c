@@ -155,14 +155,15 @@ static void mutex_lock_slow(struct mutex *m)
     }
 }
 
-static void mutex_unlock_slow(struct mutex *m, uint32_t new)
+static void mutex_unlock_slow(struct mutex *m, uint32_t new, bool yield)
 {
     if (!((new + MUTEX_LOCKED) & MUTEX_LOCKED))
         gmp__fatal("sync: unlock of unlocked mutex", 0, false);
     if (new & MUTEX_STARVING) {
         /* Hand over to the first waiter; it finds the word still
          * unlocked but starving, and newcomers keep out. */
-        gmp__semrelease(&m->sema, true);
+        if (gmp__semrelease(&m->sema, true) && yield)
+            gmp__goyield();         /* let the new owner run now */
         return;
     }
     uint32_t old = new;
@@ -189,13 +190,13 @@ static inline void mutex_lock(struct mutex *m)
     mutex_lock_slow(m);
 }
 
-static inline void mutex_unlock(struct mutex *m)
+static inline void mutex_unlock(struct mutex *m, bool yield)
 {
     /* Seq_cst: releases the critical section; the result says in the
      * same step whether anyone waits. */
     uint32_t new = atomic_fetch_sub(&m->state, MUTEX_LOCKED) - MUTEX_LOCKED;
     if (GMP_UNLIKELY(new != 0))
-        mutex_unlock_slow(m, new);
+        mutex_unlock_slow(m, new, yield);
 }
 
 void gmp_mutex_lock(gmp_mutex_t *mu)
@@ -222,7 +223,13 @@ int gmp_mutex_trylock(gmp_mutex_t *mu)
 void gmp_mutex_unlock(gmp_mutex_t *mu)
 {
     if (mu)
-        mutex_unlock((struct mutex *)mu);
+        mutex_unlock((struct mutex *)mu, true);
+}
+
+void gmp__mutex_unlock_noyield(gmp_mutex_t *mu)
+{
+    if (mu)
+        mutex_unlock((struct mutex *)mu, false);
 }
 
 /* ---- RWMutex -------------------------------------------------------------- */
@@ -300,7 +307,7 @@ void gmp_rwmutex_unlock(gmp_rwmutex_t *p)
     /* Let in the readers that queued behind us. */
     for (int32_t i = 0; i < r; i++)
         gmp__semrelease(&rw->readersem, false);
-    mutex_unlock(&rw->w);
+    mutex_unlock(&rw->w, true);
 }
 
 /* ---- Once ----------------------------------------------------------------- */
@@ -330,5 +337,5 @@ void gmp_once(gmp_once_t *p, void (*fn)(void))
         /* Release: see above. */
         atomic_store_explicit(&o->done, 1, memory_order_release);
     }
-    mutex_unlock(&o->m);
+    mutex_unlock(&o->m, true);
 }

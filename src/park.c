@@ -37,6 +37,8 @@ const char *const gmp__waitreason_names[WAIT_NREASONS] = {
     [WAIT_RWMUTEX_W] = "sync.RWMutex.Lock",
     [WAIT_COND] = "sync.Cond.Wait",
     [WAIT_WG] = "sync.WaitGroup.Wait",
+    [WAIT_SLEEP] = "sleep",
+    [WAIT_IO] = "IO wait",
 };
 
 void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,

@@ -32,6 +32,7 @@ enum waitreason {
     WAIT_NONE,
     WAIT_CHAN_RECV, WAIT_CHAN_SEND, WAIT_SELECT, WAIT_SELECT_NO_CASES,
     WAIT_MUTEX, WAIT_RWMUTEX_R, WAIT_RWMUTEX_W, WAIT_COND, WAIT_WG,
+    WAIT_SLEEP, WAIT_IO,
     WAIT_NREASONS,
 };
 
@@ -40,9 +41,9 @@ GMP_HIDDEN extern const char *const gmp__waitreason_names[WAIT_NREASONS];
 struct gmp__wctx {
     struct g         *gp;           /* NULL: a plain thread */
     struct gmp__note  note;         /* the thread sleeps here */
-    /* select: 0 while every case is armed; the first waker to CAS it to
-     * 1 owns the wake-up, the others skip this waiter's records. Acq_rel
-     * on that CAS, see select.c. */
+    /* select, timed waits, fd waits: 0 while the waiter may be woken by
+     * any of several parties; the first to CAS it to 1 owns the wake-up,
+     * the others leave the waiter alone. See select.c, netpoll.c. */
     _Atomic uint32_t  selectdone;
     struct sudog     *param;        /* the record that fired (select) */
 };
@@ -82,6 +83,17 @@ GMP_HIDDEN void gmp__wctx_block(struct gmp__wctx *w,
                                 bool (*unlockf)(struct g *, void *),
                                 void *lock, uint32_t reason);
 
+/* gmp__wctx_block with a deadline (absolute gmp_nanotime; 0: none).
+ * Wakers of a waiter with a deadline must win w->selectdone (CAS 0 -> 1)
+ * before they wake it, as select's do. Returns true when woken, false
+ * when the deadline won (the waiter is then still on its queue: the
+ * caller unlinks it). unlockf must not fail. Context: as
+ * gmp__wctx_block. Defined in timer.c. */
+GMP_HIDDEN bool gmp__wctx_block_until(struct gmp__wctx *w,
+                                      bool (*unlockf)(struct g *, void *),
+                                      void *lock, uint32_t reason,
+                                      int64_t deadline);
+
 /* Wakes the waiter of w. Context: any, no queue lock held. */
 GMP_HIDDEN void gmp__wctx_ready(struct gmp__wctx *w);
 
@@ -109,11 +121,19 @@ GMP_HIDDEN void gmp__sudog_release_all(struct schedt *s);
 
 /* The semaphore table (sema.c): Go's semacquire / semrelease on a 32-bit
  * count at addr. lifo queues the waiter at the front (it waited before).
- * handoff gives the token straight to the woken waiter and yields to it.
- * Context: any G or thread; no locks held. */
+ * handoff gives the token straight to the woken waiter; semrelease then
+ * returns true, and the caller should yield to it (gmp__goyield) unless
+ * it holds a runtime lock. Context: any G or thread; no locks held
+ * (semrelease: none that its waiters need). */
 GMP_HIDDEN void gmp__semacquire(_Atomic uint32_t *addr, bool lifo,
                                 uint32_t reason);
-GMP_HIDDEN void gmp__semrelease(_Atomic uint32_t *addr, bool handoff);
+GMP_HIDDEN bool gmp__semrelease(_Atomic uint32_t *addr, bool handoff);
+
+/* gmp_mutex_unlock that never yields the caller's P (a starving mutex's
+ * handoff readies the next owner without switching to it): for cond.c,
+ * which unlocks the caller's mutex while holding its own list lock.
+ * Context: any G or thread. */
+GMP_HIDDEN void gmp__mutex_unlock_noyield(gmp_mutex_t *mu);
 
 /* Go's goyield: the caller goes to its P's local queue (not the global
  * one) and whatever is in runnext runs. Context: any G. */

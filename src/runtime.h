@@ -36,6 +36,9 @@
 #define GMP_STEAL_TRIES 4
 
 #define GMP_HIDDEN __attribute__((visibility("hidden")))
+
+struct gmp__timer;                  /* timer.h */
+struct gmp__pd;                     /* netpoll.h */
 #define GMP_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define GMP_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define GMP_ALIGNED     _Alignas(GMP_CACHELINE)
@@ -175,6 +178,14 @@ struct p {
     int         ngslab;
     struct sudog *sudogcache;       /* free waiter records (park.c) */
     int         nsudog;
+    /* Timers (timer.c): a 4-ary heap under timerlock. timer0when is the
+     * earliest when (0: none), written under the lock, read by anyone
+     * (relaxed) to see whether anything is due. Its own line: every
+     * idle M and thief reads it. */
+    GMP_ALIGNED struct gmp__mutex timerlock;
+    _Atomic int64_t timer0when;
+    struct gmp__timer **timers;
+    int32_t     ntimers, timercap;
     /* Goroutines created and finished here (gmp__live_goroutines sums
      * them). Written by the owner only, with release stores. */
     _Atomic int64_t ncreated;
@@ -244,6 +255,19 @@ struct schedt {
     struct gmp__note sysmon_note;
     struct sysmontick *sysmon_ticks;
     bool        async_preempt;      /* preemption signals are on (fixed) */
+
+    /* The poller (netpoll.c). lastpoll: when an M last returned from
+     * epoll_wait, 0 while one blocks in it (at most one does); pollUntil:
+     * when that one wakes by itself (0: never). netpollWaiters: waiter
+     * records linked on descriptors. Their own line: idle Ms and timer
+     * adders read them. */
+    GMP_ALIGNED _Atomic int64_t lastpoll;
+    _Atomic int64_t pollUntil;
+    _Atomic uint32_t netpollWaiters;
+    _Atomic uint32_t netpollWakeSig;    /* a break is pending */
+    int         epfd, evfd;
+    struct gmp__mutex pdlock;       /* creates pdtab's chunks */
+    _Atomic(struct gmp__pd *) *pdtab;
 
     GMP_ALIGNED _Atomic uint64_t goidgen;   /* ids handed out in batches */
     _Atomic int64_t nforeign;       /* Gs created by non-goroutine threads */
@@ -321,6 +345,8 @@ GMP_HIDDEN void gmp__mloop(struct m *mp);
 GMP_HIDDEN void gmp__mcall(struct m *mp, struct g *gp, enum swreason why);
 GMP_HIDDEN bool gmp__park_direct(struct m *mp, struct g *gp);
 GMP_HIDDEN void gmp__wake_idle_ms(struct schedt *s);
+GMP_HIDDEN void gmp__injectglist(struct schedt *s, struct p *pp,
+                                 struct g *head, struct g *tail, int32_t n);
 
 GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);

@@ -38,6 +38,8 @@
 #include <time.h>
 
 #include "runtime.h"
+#include "netpoll.h"
+#include "timer.h"
 
 __thread struct m *gmp__tls_m __attribute__((tls_model("initial-exec")));
 
@@ -120,6 +122,7 @@ void gmp__wake_idle_ms(struct schedt *s)
     s->midle = NULL;
     s->nmidle = 0;
     gmp__unlock(&s->lock);
+    gmp__netpoll_break(s);          /* and the one blocked in epoll_wait */
 }
 
 /* ---- Threads ------------------------------------------------------------ */
@@ -238,6 +241,33 @@ void gmp__globrunqput_wake(struct schedt *s, struct g *gp)
         startm(s, NULL, false);
 }
 
+/* Makes the Gs the poller readied (n of them, chained by schedlink)
+ * runnable: onto pp's run queue when the caller holds pp, with a helper
+ * woken; else onto the global queue with an M started for each idle P
+ * they can use (Go's injectglist). Context: any, no locks held. */
+void gmp__injectglist(struct schedt *s, struct p *pp, struct g *head,
+                      struct g *tail, int32_t n)
+{
+    if (!head)
+        return;
+    if (pp) {
+        for (struct g *gp = head, *next; gp; gp = next) {
+            next = gp->schedlink;
+            gmp__runqput(s, pp, gp, false);
+        }
+        gmp__storeload_fence();
+        gmp__wakep(s);
+        return;
+    }
+    gmp__lock(&s->lock);
+    gmp__globrunqputbatch(s, head, tail, n);
+    /* Relaxed: under the lock every P takes to go idle. */
+    int32_t idle = atomic_load_explicit(&s->npidle, memory_order_relaxed);
+    gmp__unlock(&s->lock);
+    for (int32_t i = 0; i < n && i < idle; i++)
+        startm(s, NULL, false);
+}
+
 /* Parks mp until startm hands it a P (or the runtime exits). Context: g0,
  * mp holds no P. */
 static void stopm(struct schedt *s, struct m *mp)
@@ -291,8 +321,15 @@ static struct g *stealwork(struct schedt *s, struct m *mp)
             struct p *victim = &s->allp[pos];
             if (victim == pp)
                 continue;
-            struct g *gp = gmp__runqsteal(pp, victim, stealnext);
-            if (gp)
+            /* Last round: run the victim's due timers too; what they
+             * ready lands on our own queue. */
+            int64_t now = 0;
+            bool inherit;
+            struct g *gp;
+            if (stealnext && gmp__checktimers(victim, &now) > 0 &&
+                (gp = gmp__runqget(pp, &inherit)))
+                return gp;
+            if ((gp = gmp__runqsteal(pp, victim, stealnext)))
                 return gp;
         }
         /* Relaxed: see struct schedt. */
@@ -317,6 +354,8 @@ top:
         goto top;
     }
     struct p *pp = mp->p;
+    int64_t now = 0;
+    gmp__checktimers(pp, &now);
     if ((gp = gmp__runqget(pp, inherit)))
         return gp;
     *inherit = false;
@@ -326,6 +365,18 @@ top:
         gmp__unlock(&s->lock);
         if (gp)
             return gp;
+    }
+    /* The network, without blocking, before taking others' work; not
+     * while another M blocks in the poller (it delivers). Relaxed: a
+     * hint; the poll itself settles it. */
+    if (gmp__netpoll_waiting(s) &&
+        atomic_load_explicit(&s->lastpoll, memory_order_relaxed) != 0) {
+        struct g *tail;
+        int32_t n;
+        if ((gp = gmp__netpoll(s, 0, &tail, &n))) {
+            gmp__injectglist(s, pp, gp->schedlink, tail, n - 1);
+            return gp;
+        }
     }
 
     /* Steal, unless too many Ms are already spinning. */
@@ -385,6 +436,52 @@ top:
             /* No idle P: every P is busy, and its M will find the work. */
         }
     }
+
+    /* Block in the poller until an fd is ready or the earliest timer is
+     * due, if anything waits on either and no other M blocks there. */
+    int64_t until = gmp__timers_next(s);
+    /* Seq_cst: see gmp__netpoll_wake_for. */
+    if ((gmp__netpoll_waiting(s) || until != 0) &&
+        atomic_exchange(&s->lastpoll, 0) != 0) {
+        atomic_store(&s->pollUntil, until);
+        int64_t delay = -1;
+        if (until != 0) {
+            delay = until - gmp_nanotime();
+            if (delay < 0)
+                delay = 0;
+        }
+        struct g *tail = NULL;
+        int32_t n = 0;
+        gp = NULL;
+        /* Relaxed: see struct schedt; the exit breaks the poll. */
+        if (!atomic_load_explicit(&s->exiting, memory_order_relaxed))
+            gp = gmp__netpoll(s, delay, &tail, &n);
+        atomic_store(&s->pollUntil, 0);
+        atomic_store(&s->lastpoll, gmp_nanotime());
+        gmp__lock(&s->lock);
+        pp = pidleget(s);
+        gmp__unlock(&s->lock);
+        if (pp) {
+            acquirep(mp, pp);
+            if (gp) {
+                gmp__injectglist(s, pp, gp->schedlink, tail, n - 1);
+                return gp;
+            }
+            /* A timer is due (maybe on another P's heap) or the poll was
+             * broken: look again, as a spinning M, allowed to steal. */
+            mp->spinning = true;
+            /* Relaxed: as when we started spinning. */
+            atomic_fetch_add_explicit(&s->nmspinning, 1, memory_order_relaxed);
+            goto top;
+        }
+        gmp__injectglist(s, NULL, gp, tail, n);
+    } else if (until != 0) {
+        /* Another M blocks in the poller: make it wake for our timer if
+         * it sleeps past it. Seq_cst: as above. */
+        int64_t pu = atomic_load(&s->pollUntil);
+        if (pu == 0 || pu > until)
+            gmp__netpoll_break(s);
+    }
     stopm(s, mp);
     goto top;
 }
@@ -398,6 +495,8 @@ static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
     if (GMP_UNLIKELY(atomic_load_explicit(&s->exiting, memory_order_relaxed)))
         return NULL;
     struct p *pp = mp->p;
+    int64_t now = 0;
+    gmp__checktimers(pp, &now);     /* what is due becomes runnable */
     /* Every 61st tick, one G from the global queue, so that two Gs
      * readying each other cannot starve it. */
     /* Relaxed: our own counter (atomic only for sysmon's reads). */
@@ -493,8 +592,9 @@ void gmp__mcall(struct m *mp, struct g *gp, enum swreason why)
  * switch instead of two, and no trip through the scheduler loop. gp's
  * park (waiting status, unlock callback) completes on the other side,
  * in resumed(), once gp is off its stack. Declines, doing nothing, when
- * schedule() could choose differently: the runtime is stopping, or this
- * is a tick on which the global queue gets its turn. Returns whether gp
+ * schedule() could choose differently: the runtime is stopping, this is
+ * a tick on which the global queue gets its turn, or a timer here is due.
+ * Returns whether gp
  * parked (and has been resumed since). Context: gp, on mp, holding a P;
  * mp->waitunlockf/waitlock set. */
 bool gmp__park_direct(struct m *mp, struct g *gp)
@@ -506,6 +606,11 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
         (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
                  GMP_GLOBAL_TICK == 0 &&
          atomic_load_explicit(&s->runqsize, memory_order_relaxed) > 0))
+        return false;
+    /* Nor when a timer here is due: schedule() runs it first. Relaxed:
+     * see timer.c. */
+    int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+    if (tw != 0 && tw <= gmp_nanotime())
         return false;
     /* Acquire: as in gmp__runqget, the G was published by the exchange
      * that put it there. */
@@ -612,6 +717,9 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    /* Gs that only yield never reach schedule(): due timers run here. */
+    int64_t now = 0;
+    gmp__checktimers(pp, &now);
     gmp__lock(&s->lock);
     gmp__globrunqput(s, gp);
     /* Relaxed: see struct schedt. */

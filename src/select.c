@@ -11,6 +11,9 @@
  *      ready case in poll order completes, exactly as a plain send or
  *      receive would (a waiting peer, the buffer, or closed).
  *   3. Nothing ready and polling: unlock, GMP_EAGAIN.
+ *      With a positive timeout the wait in step 4 has a deadline: its
+ *      timer competes with the wakers for the selectdone flag, and if it
+ *      wins, pass 3 unlinks every record and the select times out.
  *   4. Pass 2: queue one record per case on its channel, all naming one
  *      wctx, and park; the park's callback unlocks the channels (after
  *      the G is off its stack, so a waker cannot run it early).
@@ -34,6 +37,7 @@
 #include <stdlib.h>
 
 #include "chan.h"
+#include "timer.h"
 
 #define SELECT_STACK 16             /* cases whose bookkeeping fits on the
                                        stack; more is malloc'd */
@@ -208,9 +212,7 @@ static long pass1(gmp_case_t *cases, const uint32_t *pollorder,
 
 int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
 {
-    if (timeout_ns > 0)
-        return GMP_EINVAL;          /* positive timeouts come with timers */
-    bool block = timeout_ns == GMP_FOREVER;
+    bool block = timeout_ns == GMP_FOREVER || timeout_ns > 0;
     if (n > 0 && !cases)
         return GMP_EINVAL;
     if (n > UINT32_MAX / 2)
@@ -219,6 +221,9 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
         if (!valid(&cases[i]))
             return GMP_EINVAL;
     gmp__preempt_check();
+    int64_t deadline = 0;
+    if (timeout_ns > 0)
+        deadline = gmp__deadline(gmp_nanotime(), timeout_ns);
 
     uint32_t stackorder[2 * SELECT_STACK];
     uint32_t *order = stackorder;
@@ -239,6 +244,10 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
     if (norder == 0) {
         if (order != stackorder)
             free(order);
+        if (deadline) {
+            gmp_sleep(timeout_ns);
+            return GMP_ETIMEDOUT;
+        }
         if (block)
             block_forever();
         return GMP_EAGAIN;
@@ -279,7 +288,8 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
         gmp__waitq_enqueue(cs->op == GMP_SEND ? &cs->chan->sendq
                                               : &cs->chan->recvq, sg);
     }
-    gmp__wctx_block(&w, selparkcommit, set.first, WAIT_SELECT);
+    bool woken = gmp__wctx_block_until(&w, selparkcommit, set.first,
+                                       WAIT_SELECT, deadline);
 
     /* Pass 3: unlink every record but the one that fired. */
     sellock(cases, lockorder, norder);
@@ -295,12 +305,14 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
                                                  : &cs->chan->recvq, sg);
     }
     selunlock(cases, lockorder, norder);
-    if (casi < 0)
+    if (casi < 0 && woken)
         gmp__throw("select: woken without a case");
-    /* A receive woken by close found its element zeroed by the closer. */
-    cases[casi].result = fired->success ? 0 : GMP_ECLOSED;
+    if (casi >= 0)
+        /* A receive woken by close found its element zeroed by the
+         * closer. */
+        cases[casi].result = fired->success ? 0 : GMP_ECLOSED;
     gmp__sudogs_put(&set);
     if (order != stackorder)
         free(order);
-    return (int)casi;
+    return casi >= 0 ? (int)casi : GMP_ETIMEDOUT;
 }

@@ -151,18 +151,18 @@ void gmp__semacquire(_Atomic uint32_t *addr, bool lifo, uint32_t reason)
         gmp__sudog_release(s);
 }
 
-void gmp__semrelease(_Atomic uint32_t *addr, bool handoff)
+bool gmp__semrelease(_Atomic uint32_t *addr, bool handoff)
 {
     struct semaroot *root = semroot(addr);
     /* Seq_cst, both: see the file comment. */
     atomic_fetch_add(addr, 1);
     if (atomic_load(&root->nwait) == 0)
-        return;
+        return false;
     gmp__lock(&root->lock);
     /* Relaxed: under the lock; a waiter counted itself under it. */
     if (atomic_load_explicit(&root->nwait, memory_order_relaxed) == 0) {
         gmp__unlock(&root->lock);
-        return;
+        return false;
     }
     struct sudog *s = dequeue(root, addr);
     if (s)
@@ -170,12 +170,11 @@ void gmp__semrelease(_Atomic uint32_t *addr, bool handoff)
         atomic_fetch_sub_explicit(&root->nwait, 1, memory_order_relaxed);
     gmp__unlock(&root->lock);
     if (!s)
-        return;
+        return false;
     /* The waiter is asleep until we ready it: its record is still ours. */
     bool handed = handoff && cansemacquire(addr);
     if (handed)
         s->ticket = 1;
     gmp__wctx_ready(s->w);
-    if (handed)
-        gmp__goyield();             /* let the waiter run now */
+    return handed;
 }

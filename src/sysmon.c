@@ -11,6 +11,8 @@
  *     syscall for one round, when it has work or no M is spinning or idle
  *     to notice new work, and after 10 ms regardless, and handed to
  *     another M (gmp__handoffp).
+ * It also polls the network when nobody has for 10 ms (every M busy
+ * running goroutines), and hands what it finds to idle Ps.
  * When every P is idle it sleeps on its note until a P is taken again
  * (pidleget wakes it) or the runtime stops.
  *
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 
 #include "runtime.h"
+#include "netpoll.h"
 
 /* How often an idle sysmon repeats an undecided deadlock check. */
 #define DEADCHECK_RETRY_NS 100000000
@@ -29,6 +32,7 @@
 #define SYSMON_MIN_NS 20000         /* 20 us */
 #define SYSMON_MAX_NS 10000000      /* 10 ms */
 #define PREEMPT_NS    10000000      /* a G's time slice */
+#define POLL_NS       10000000      /* poll if nobody has for this long */
 
 /* What sysmon last saw of a P, and since when. */
 struct sysmontick {
@@ -132,7 +136,21 @@ static void *sysmon(void *arg)
             idle = 0;
             continue;
         }
-        if (retake(s, gmp_nanotime()) > 0)
+        int64_t now = gmp_nanotime();
+        /* Nobody has polled for 10 ms (every M busy): poll for them.
+         * Seq_cst: the CAS keeps a blocking poller's 0 intact. */
+        int64_t lp = atomic_load(&s->lastpoll);
+        if (gmp__netpoll_waiting(s) && lp != 0 && now - lp > POLL_NS &&
+            atomic_compare_exchange_strong(&s->lastpoll, &lp, now)) {
+            struct g *tail;
+            int32_t n;
+            struct g *list = gmp__netpoll(s, 0, &tail, &n);
+            if (list) {
+                gmp__injectglist(s, NULL, list, tail, n);
+                idle = 0;
+            }
+        }
+        if (retake(s, now) > 0)
             idle = 0;
         else
             idle++;

@@ -2,8 +2,10 @@
  * test_select.c - gmp_select, Go's select, through the public API, in the
  * spirit of Go's chan_test.go:
  *   - bad arguments (NULL cases with n > 0, a bad op, a NULL element on a
- *     send case with a payload) give GMP_EINVAL and change nothing; so
- *     does a positive timeout while timers do not exist;
+ *     send case with a payload) give GMP_EINVAL and change nothing;
+ *   - a positive timeout with nothing ready gives GMP_ETIMEDOUT, never
+ *     before the timeout has passed, and performs nothing (test_timer.c
+ *     has the races of timeouts against sends);
  *   - poll mode (any timeout <= 0 but GMP_FOREVER): GMP_EAGAIN when
  *     nothing is ready, NULL channels never ready, select(NULL, 0, 0);
  *     otherwise the ready case's index, its result and value, and no other
@@ -140,23 +142,72 @@ static void test_select_bad_arguments(void **state)
     ASSERT_NO_BAD();
 }
 
-/* Until timers exist a positive timeout is GMP_EINVAL (gmprt.h); nothing
- * is performed. */
-static void test_select_positive_timeout_is_einval(void **state)
+/* A positive timeout with no case ready (an unbuffered channel nobody
+ * sends on, a full one, NULL channels, or no case at all) returns
+ * GMP_ETIMEDOUT no earlier than the timeout, by gmp_nanotime and by
+ * CLOCK_MONOTONIC; nothing is performed and no waiter stays behind. In
+ * goroutines and on the calling thread (a plain thread, also with no
+ * runtime at all). */
+static void positive_timeouts(gmp_chan_t *c, gmp_chan_t *full, bool in_g)
 {
-    gmp_chan_t *c = mkchan(sizeof(long), 0);
-    gmp_chan_t *full = mkchan(sizeof(long), 1);
+    const int64_t tmos[] = {1, 1000, 999999, 1000000, 5000001};
     long v = 3, r = -1;
-    assert_int_equal(gmp_chan_send(full, &v), 0);
-    gmp_case_t cs[2] = {mkcase(c, GMP_RECV, &r), mkcase(full, GMP_SEND, &v)};
-    const int64_t tmos[] = {1, 1000000, 1000000000};
-    for (int t = 0; t < 3; t++)
-        assert_int_equal(gmp_select(cs, 2, tmos[t]), GMP_EINVAL);
-    assert_int_equal(gmp_select(NULL, 0, 1000000), GMP_EINVAL);
-    assert_int_equal(r, -1);
-    assert_int_equal(gmp_chan_len(full), 1);
-    gmp_chan_free(c);
-    gmp_chan_free(full);
+    for (int t = 0; t < 5; t++) {
+        gmp_case_t cs[3] = {mkcase(c, GMP_RECV, &r), mkcase(full, GMP_SEND, &v),
+                            mkcase(NULL, GMP_RECV, &r)};
+        for (int k = 0; k < 3; k++) {
+            int64_t m0 = h_now(), g0 = gmp_nanotime();
+            int rc = k == 0 ? gmp_select(cs, 3, tmos[t])
+                   : k == 1 ? gmp_select(cs + 2, 1, tmos[t])
+                            : gmp_select(NULL, 0, tmos[t]);
+            int64_t g1 = gmp_nanotime(), m1 = h_now();
+            if (in_g) {
+                G_CHECK(rc == GMP_ETIMEDOUT);
+                G_CHECK(g1 - g0 >= tmos[t] && m1 - m0 >= tmos[t]);
+            } else {
+                assert_int_equal(rc, GMP_ETIMEDOUT);
+                assert_true(g1 - g0 >= tmos[t]);
+                assert_true(m1 - m0 >= tmos[t]);
+            }
+        }
+    }
+    long s = 4;
+    if (in_g) {
+        G_CHECK(r == -1);
+        G_CHECK(gmp_chan_len(full) == 1);
+        G_CHECK(gmp_chan_trysend(c, &s) == GMP_EAGAIN);   /* no receiver */
+    } else {
+        assert_int_equal(r, -1);
+        assert_int_equal(gmp_chan_len(full), 1);
+        assert_int_equal(gmp_chan_trysend(c, &s), GMP_EAGAIN);
+    }
+}
+
+static struct {
+    gmp_chan_t *c, *full;
+} pt;
+
+static void positive_timeouts_g(void *arg)
+{
+    (void)arg;
+    positive_timeouts(pt.c, pt.full, true);
+    atomic_fetch_add(&gdone, 1);
+}
+
+static void test_select_positive_timeout_times_out(void **state)
+{
+    bad_reset();
+    pt.c = mkchan(sizeof(long), 0);
+    pt.full = mkchan(sizeof(long), 1);
+    long v = 3;
+    assert_int_equal(gmp_chan_send(pt.full, &v), 0);
+    positive_timeouts(pt.c, pt.full, false);
+    if (gmp_procs() > 0)
+        run_in_goroutine(positive_timeouts_g, NULL);
+    assert_int_equal(gmp_chan_len(pt.full), 1);
+    gmp_chan_free(pt.c);
+    gmp_chan_free(pt.full);
+    ASSERT_NO_BAD();
 }
 
 /* ---- Poll mode: nothing ready --------------------------------------------- */
@@ -1604,7 +1655,7 @@ int main(void)
 {
 #define COMMON                                                          \
     cmocka_unit_test(test_select_bad_arguments),                       \
-    cmocka_unit_test(test_select_positive_timeout_is_einval),          \
+    cmocka_unit_test(test_select_positive_timeout_times_out),          \
     cmocka_unit_test(test_select_poll_nothing_ready),                  \
     cmocka_unit_test(test_select_nil_channels),                        \
     cmocka_unit_test(test_select_poll_one_ready),                      \
@@ -1622,6 +1673,7 @@ int main(void)
 
     const struct CMUnitTest none[] = {
         cmocka_unit_test(test_select_bad_arguments),
+        cmocka_unit_test(test_select_positive_timeout_times_out),
         cmocka_unit_test(test_select_poll_nothing_ready),
         cmocka_unit_test(test_select_nil_channels),
         cmocka_unit_test(test_select_plain_threads_without_runtime),

@@ -5,7 +5,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/signal"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -286,8 +290,15 @@ func benchTimers(procs int) error {
 	wg.Wait()
 	el := time.Since(start)
 	var sum time.Duration
+	early := 0
 	for _, d := range late {
 		sum += d
+		if d < 0 {
+			early++
+		}
+	}
+	if early > 0 {
+		return fmt.Errorf("%d sleeps returned early", early)
 	}
 	emit(procs, n, ms(el), "ms")
 	emit(procs, n, float64(sum.Nanoseconds())/n/1e3, "us_late")
@@ -433,4 +444,55 @@ func benchSpawnwork(procs int) error {
 	wg.Wait()
 	el := time.Since(start)
 	return emitWork(procs, el, rss0)
+}
+
+// echo: a TCP echo server on 127.0.0.1:port, one goroutine per connection
+// echoing whatever it reads (4 KiB buffer), until SIGTERM or SIGINT. It
+// prints nothing: the external load client measures the round trips. Go's
+// listener sets SO_REUSEADDR and its connections TCP_NODELAY by default.
+func benchEcho(procs int) error {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		return err
+	}
+	failed := make(chan error, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Temporary() {
+					continue // ECONNABORTED and the like, as net/http
+				}
+				failed <- err
+				return
+			}
+			go echoConn(c)
+		}
+	}()
+	select {
+	case <-stop:
+		return nil
+	case err := <-failed:
+		return err
+	}
+}
+
+// echoConn writes back what it reads until end of file or an error.
+func echoConn(c net.Conn) {
+	defer c.Close()
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

@@ -13,8 +13,11 @@
 //
 // Diagnostics go to stderr. Exit status: 0 on success, 1 when a case's own
 // check fails (a wrong sum, a wrong count), 2 for a bad command line or a
-// case this program does not implement (switch has no Go equivalent; echo
-// is left out).
+// case this program does not implement (switch has no Go equivalent).
+//
+// echo is a server, not a measurement: "echo <procs|all> <port>" serves on
+// 127.0.0.1:<port> until SIGTERM or SIGINT, prints nothing and exits 0;
+// the external load client (bench/echo_client.c) prints the result.
 package main
 
 import (
@@ -69,10 +72,14 @@ var cases = map[string]benchCase{
 	"syscall":   benchSyscall,
 	"pool":      benchPool,
 	"spawnwork": benchSpawnwork,
+	"echo":      benchEcho,
 }
 
 // curName is the case being run, for emit.
 var curName string
+
+// port is the command line's third argument, for echo ("" when absent).
+var port string
 
 // emit prints one result line.
 func emit(procs int, n int64, value float64, unit string) {
@@ -146,8 +153,6 @@ func main() {
 		switch name {
 		case "switch":
 			usage("switch has no Go equivalent (see bench/peers/boost)")
-		case "echo":
-			usage("echo is not implemented by the Go peer")
 		default:
 			usage("unknown case " + strconv.Quote(name))
 		}
@@ -160,7 +165,16 @@ func main() {
 		}
 		procs = p
 	}
-	// The optional port is only for echo, which this program leaves out.
+	// The port is only for echo, which needs one; the other cases ignore it.
+	if len(os.Args) == 4 {
+		port = os.Args[3]
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			usage("port must be in 1..65535")
+		}
+	}
+	if name == "echo" && port == "" {
+		usage("echo needs a port")
+	}
 	runtime.GOMAXPROCS(procs)
 	curName = name
 	if err := run(procs); err != nil {

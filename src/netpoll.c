@@ -1,0 +1,595 @@
+/*
+ * netpoll.c - the epoll poller and the poll descriptors (netpoll.h).
+ *
+ * Readiness and waiting, per descriptor and direction
+ * ---------------------------------------------------
+ * The problem: with an edge-triggered epoll set, the kernel reports an
+ * fd's readiness once per change. A goroutine that got EAGAIN and is
+ * about to park can race with that one report: if the report lands
+ * between the EAGAIN and the park, and nobody remembers it, the goroutine
+ * sleeps for ever beside a ready fd.
+ *
+ * The rule: everything a direction has (its "ready" token, its list of
+ * parked waiters) is under the descriptor's spinlock. An event with
+ * waiters wakes every one of them (each retries its call); an event with
+ * none leaves the token. A waiter, under the same lock, first takes a
+ * token if there is one (and retries its call at once), else links
+ * itself. So the report is either seen by the waiter or finds it linked.
+ * A goroutine links itself only in its park's commit, once it is off its
+ * stack, so no waker can ready it while it still runs.
+ *
+ * Each waiter can be woken by three parties: an event, gmp_close, and its
+ * deadline's timer (which runs under a timer lock and must not take the
+ * descriptor's). They race through the waiter's claim flag (the wctx's
+ * selectdone): the one whose CAS wins sets why and wakes it; the others
+ * do nothing. The waiter unlinks itself under the lock after it wakes,
+ * and deletes its timer, before its record (on its stack) goes away; a
+ * waker touches the record only under the lock or after winning the
+ * claim.
+ *
+ * sched.netpollWaiters counts records linked on any list: findrunnable
+ * blocks in epoll_wait only if it is non-zero or a timer is pending.
+ *
+ * Descriptor lifetime: refs counts the gmp_* calls inside the fd; gmp_close
+ * sets PD_CLOSING (new calls fail), wakes the waiters, waits for refs to
+ * drain, then deletes the fd from the epoll set and closes it. A call
+ * never uses an fd number that may already name another file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "netpoll.h"
+#include "park.h"
+#include "timer.h"
+
+#ifndef SYS_epoll_pwait2
+#define SYS_epoll_pwait2 441        /* the same on x86-64 and arm64 */
+#endif
+
+#define PD_CHUNK  1024              /* descriptors per allocation */
+#define PD_TOP    4096              /* chunks: fds below 4,194,304 */
+#define NEVENTS   128
+
+/* epoll_pwait2 (nanosecond timeouts, Linux 5.11) answered ENOSYS once:
+ * use epoll_wait's milliseconds from then on. Relaxed: a hint every
+ * thread may discover for itself. */
+static _Atomic int no_pwait2;
+
+enum { WHY_NONE, WHY_READY, WHY_CLOSED, WHY_TIMEOUT };
+
+struct fdwait {
+    struct gmp__wctx   w;           /* selectdone: the claim flag */
+    struct gmp__timer  t;           /* the deadline (goroutines) */
+    struct gmp__pd    *pd;
+    struct schedt     *s;
+    int                modes;       /* PD_R | PD_W */
+    int                why;         /* WHY_*, written by the claimer */
+    bool               linked;      /* on pd's lists (pd->lock) */
+    bool               committed;   /* a G: the commit ran and linked it */
+    int64_t            deadline;
+    struct fdwait     *rnext, *wnext;   /* pd->rq, pd->wq (pd->lock) */
+    struct fdwait     *wakenext;        /* a waker's private list */
+};
+
+/* ---- The epoll instance -------------------------------------------------- */
+
+int gmp__netpoll_init(struct schedt *s)
+{
+    s->epfd = s->evfd = -1;
+    s->pdtab = calloc(PD_TOP, sizeof *s->pdtab);
+    if (!s->pdtab)
+        return GMP_ENOMEM;
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->evfd};
+    if (s->epfd < 0 || s->evfd < 0 ||
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) != 0) {
+        int err = errno == ENOMEM ? GMP_ENOMEM : GMP_EAGAIN;
+        gmp__netpoll_free(s);
+        return err;
+    }
+    /* Relaxed: the runtime is not published yet. */
+    atomic_store_explicit(&s->lastpoll, gmp_nanotime(), memory_order_relaxed);
+    return 0;
+}
+
+void gmp__netpoll_free(struct schedt *s)
+{
+    if (s->epfd >= 0)
+        close(s->epfd);
+    if (s->evfd >= 0)
+        close(s->evfd);
+    s->epfd = s->evfd = -1;
+    if (s->pdtab) {
+        for (int i = 0; i < PD_TOP; i++)
+            /* Relaxed: no thread of the runtime is left. */
+            free(atomic_load_explicit(&s->pdtab[i], memory_order_relaxed));
+        free(s->pdtab);
+        s->pdtab = NULL;
+    }
+}
+
+void gmp__netpoll_break(struct schedt *s)
+{
+    uint32_t zero = 0;
+    /* Relaxed: only de-duplicates writes; the eventfd carries the wake-up
+     * (and epoll_wait's return orders what the breaker did before). */
+    if (!atomic_compare_exchange_strong_explicit(&s->netpollWakeSig, &zero, 1,
+                                                 memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return;
+    uint64_t one = 1;
+    while (write(s->evfd, &one, sizeof one) < 0 && errno == EINTR)
+        ;                           /* EAGAIN: the counter is full: awake */
+}
+
+void gmp__netpoll_wake_for(struct schedt *s, int64_t when)
+{
+    /* Seq_cst, both: the adder's heap update (under its lock) and these
+     * loads against the poller's store of pollUntil / lastpoll; a poller
+     * that chose its sleep before seeing our timer is either seen here
+     * (and broken) or still ahead of its own re-check. */
+    if (atomic_load(&s->lastpoll) == 0) {
+        int64_t until = atomic_load(&s->pollUntil);
+        if (until == 0 || until > when)
+            gmp__netpoll_break(s);
+    } else {
+        /* Nobody blocks in the poller: an idle M, if one is needed, will
+         * see the timer when it looks for work. */
+        gmp__storeload_fence();
+        gmp__wakep(s);
+    }
+}
+
+bool gmp__netpoll_waiting(struct schedt *s)
+{
+    /* Relaxed: a hint; see findrunnable. */
+    return atomic_load_explicit(&s->netpollWaiters, memory_order_relaxed) != 0;
+}
+
+static int epwait(struct schedt *s, struct epoll_event *ev, int n,
+                  int64_t delay)
+{
+    if (delay > 0 &&
+        !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = {.tv_sec = delay / 1000000000,
+                              .tv_nsec = delay % 1000000000};
+        long r = syscall(SYS_epoll_pwait2, s->epfd, ev, n, &ts, NULL, 0);
+        if (r >= 0 || errno != ENOSYS)
+            return (int)r;
+        atomic_store_explicit(&no_pwait2, 1, memory_order_relaxed);
+    }
+    int ms = -1;
+    if (delay == 0)
+        ms = 0;
+    else if (delay > 0)             /* rounded up: never wake early */
+        ms = delay >= 1000000000000LL ? 1000000
+                                      : (int)((delay + 999999) / 1000000);
+    return epoll_wait(s->epfd, ev, n, ms);
+}
+
+/* ---- Waking waiters --------------------------------------------------------- */
+
+static bool claim(struct fdwait *fw)
+{
+    uint32_t zero = 0;
+    /* Acq_rel: the winner's writes to the record (why) and the waiter's
+     * earlier ones are ordered with the wake-up; see the file comment. */
+    return atomic_compare_exchange_strong_explicit(
+        &fw->w.selectdone, &zero, 1, memory_order_acq_rel,
+        memory_order_relaxed);
+}
+
+/* Relaxed, both: a count for findrunnable's hint; the lists themselves
+ * are under pd->lock. */
+static void waiters_add(struct schedt *s, int d)
+{
+    atomic_fetch_add_explicit(&s->netpollWaiters, (uint32_t)d,
+                              memory_order_relaxed);
+}
+
+static void unlink_one(struct fdwait **q, struct fdwait *fw, bool rd)
+{
+    for (struct fdwait **pp = q; *pp; pp = rd ? &(*pp)->rnext
+                                              : &(*pp)->wnext)
+        if (*pp == fw) {
+            *pp = rd ? fw->rnext : fw->wnext;
+            return;
+        }
+}
+
+/* Unlinks fw from every list it is on. Context: holds pd->lock. */
+static void unlink_waiter(struct gmp__pd *pd, struct fdwait *fw)
+{
+    if (!fw->linked)
+        return;
+    int n = 0;
+    if (fw->modes & PD_R) {
+        unlink_one(&pd->rq, fw, true);
+        n++;
+    }
+    if (fw->modes & PD_W) {
+        unlink_one(&pd->wq, fw, false);
+        n++;
+    }
+    fw->linked = false;
+    waiters_add(fw->s, -n);
+}
+
+/* Claims and unlinks every waiter of the directions in modes, adding the
+ * ones it won to *wake. Returns whether it won any. Context: holds
+ * pd->lock. */
+static bool take_waiters(struct gmp__pd *pd, int modes, int why,
+                         struct fdwait **wake)
+{
+    bool any = false;
+    for (int d = PD_R; d <= PD_W; d <<= 1) {
+        if (!(modes & d))
+            continue;
+        struct fdwait *fw;
+        while ((fw = d == PD_R ? pd->rq : pd->wq)) {
+            unlink_waiter(pd, fw);
+            if (claim(fw)) {
+                fw->why = why;
+                fw->wakenext = *wake;
+                *wake = fw;
+                any = true;
+            }
+        }
+    }
+    return any;
+}
+
+/* ---- Polling ------------------------------------------------------------------ */
+
+struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
+                       int32_t *np)
+{
+    struct epoll_event ev[NEVENTS];
+    struct g *head = NULL;
+    *tail = NULL;
+    *np = 0;
+    int n = epwait(s, ev, NEVENTS, delay);
+    if (n < 0)
+        return NULL;                /* EINTR: the caller looks again */
+    for (int i = 0; i < n; i++) {
+        if (ev[i].data.ptr == &s->evfd) {
+            if (delay != 0) {       /* a blocking poll consumes breaks */
+                uint64_t v;
+                while (read(s->evfd, &v, sizeof v) < 0 && errno == EINTR)
+                    ;
+                /* Relaxed: see gmp__netpoll_break. */
+                atomic_store_explicit(&s->netpollWakeSig, 0,
+                                      memory_order_relaxed);
+            }
+            continue;
+        }
+        struct gmp__pd *pd = ev[i].data.ptr;
+        uint32_t e = ev[i].events;
+        int modes = 0;
+        if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            modes |= PD_R;
+        if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+            modes |= PD_W;
+        struct fdwait *wake = NULL;
+        gmp__spin_lock(&pd->lock);
+        if ((modes & PD_R) && !take_waiters(pd, PD_R, WHY_READY, &wake))
+            pd->rready = true;
+        if ((modes & PD_W) && !take_waiters(pd, PD_W, WHY_READY, &wake))
+            pd->wready = true;
+        gmp__spin_unlock(&pd->lock);
+        while (wake) {
+            struct fdwait *fw = wake;
+            wake = fw->wakenext;    /* before fw may run and go */
+            struct g *gp = fw->w.gp;
+            if (!gp) {
+                gmp__notewakeup(&fw->w.note);
+                continue;
+            }
+            /* Relaxed: informational; the run queue publishes it. */
+            atomic_store_explicit(&gp->status, G_RUNNABLE,
+                                  memory_order_relaxed);
+            gp->schedlink = NULL;
+            if (*tail)
+                (*tail)->schedlink = gp;
+            else
+                head = gp;
+            *tail = gp;
+            (*np)++;
+        }
+    }
+    return head;
+}
+
+/* ---- Descriptors ---------------------------------------------------------------- */
+
+static struct gmp__pd *pd_lookup(struct schedt *s, int fd)
+{
+    if (fd < 0 || fd >= PD_TOP * PD_CHUNK)
+        return NULL;
+    _Atomic(struct gmp__pd *) *slot = &s->pdtab[fd / PD_CHUNK];
+    /* Acquire: pairs with the release that published the zeroed chunk. */
+    struct gmp__pd *c = atomic_load_explicit(slot, memory_order_acquire);
+    if (!c) {
+        gmp__lock(&s->pdlock);
+        /* Relaxed: under the lock every creator holds. */
+        c = atomic_load_explicit(slot, memory_order_relaxed);
+        if (!c && (c = calloc(PD_CHUNK, sizeof *c)))
+            atomic_store_explicit(slot, c, memory_order_release);
+        gmp__unlock(&s->pdlock);
+        if (!c)
+            return NULL;
+    }
+    return &c[fd % PD_CHUNK];
+}
+
+/* First use of the fd: non-blocking, into the epoll set. Context: holds
+ * pd->lock. */
+static int pd_register(struct schedt *s, struct gmp__pd *pd, int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || (!(fl & O_NONBLOCK) &&
+                   fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+        return -errno;
+    struct stat st;
+    pd->sock = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    struct epoll_event ev = {
+        .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+        .data.ptr = pd,
+    };
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST)
+        pd->pollable = true;
+    else if (errno == EPERM)
+        pd->pollable = false;       /* a regular file: always ready */
+    else
+        return -errno;
+    pd->registered = true;
+    pd->rready = pd->wready = false;
+    return 0;
+}
+
+int gmp__pd_enter(struct schedt *s, int fd, struct gmp__pd **out)
+{
+    struct gmp__pd *pd = pd_lookup(s, fd);
+    if (!pd)
+        return fd < 0 ? GMP_EBADF : GMP_ENOMEM;
+    /* Acquire on success: pairs with gmp__pd_close's release of a reset
+     * descriptor. */
+    uint32_t v = atomic_load_explicit(&pd->refs, memory_order_relaxed);
+    do {
+        if (v & PD_CLOSING)
+            return GMP_EBADF;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &pd->refs, &v, v + 1, memory_order_acquire, memory_order_relaxed));
+    int err = 0;
+    gmp__spin_lock(&pd->lock);
+    if (!pd->registered)
+        err = pd_register(s, pd, fd);
+    gmp__spin_unlock(&pd->lock);
+    if (err) {
+        gmp__pd_exit(pd);
+        return err;
+    }
+    *out = pd;
+    return 0;
+}
+
+void gmp__pd_exit(struct gmp__pd *pd)
+{
+    /* Release: our use of the fd happens before the closer's close(2)
+     * (pairs with the acquire in gmp__pd_close's wait). */
+    uint32_t v = atomic_fetch_sub_explicit(&pd->refs, 1,
+                                           memory_order_release) - 1;
+    if (v != PD_CLOSING)
+        return;                     /* others inside, or no close pending */
+    gmp__spin_lock(&pd->lock);
+    struct gmp__wctx *w = pd->closer;
+    pd->closer = NULL;
+    if (!w)
+        pd->drained = true;         /* the closer has not looked yet */
+    gmp__spin_unlock(&pd->lock);
+    if (w)
+        gmp__wctx_ready(w);
+}
+
+/* ---- Waiting -------------------------------------------------------------------- */
+
+static void fd_timeout(struct gmp__timer *t)
+{
+    struct fdwait *fw = t->arg;
+    if (claim(fw)) {
+        fw->why = WHY_TIMEOUT;
+        gmp__goready(fw->w.gp);     /* the last touch: fw may go now */
+    }
+}
+
+/* Under pd->lock: a pending close or token settles the wait at once
+ * (sets why); else links fw. Returns whether it linked. */
+static bool pd_link(struct gmp__pd *pd, struct fdwait *fw)
+{
+    /* Relaxed: the closer sets PD_CLOSING before it takes this lock to
+     * wake the waiters; we hold the lock, so we see it or get woken. */
+    if (atomic_load_explicit(&pd->refs, memory_order_relaxed) & PD_CLOSING) {
+        fw->why = WHY_CLOSED;
+        return false;
+    }
+    if ((fw->modes & PD_R) && pd->rready) {
+        pd->rready = false;
+        fw->why = WHY_READY;
+        return false;
+    }
+    if ((fw->modes & PD_W) && pd->wready) {
+        pd->wready = false;
+        fw->why = WHY_READY;
+        return false;
+    }
+    int n = 0;
+    if (fw->modes & PD_R) {
+        fw->rnext = pd->rq;
+        pd->rq = fw;
+        n++;
+    }
+    if (fw->modes & PD_W) {
+        fw->wnext = pd->wq;
+        pd->wq = fw;
+        n++;
+    }
+    fw->linked = true;
+    waiters_add(fw->s, n);
+    return true;
+}
+
+/* The park's commit, on g0 once the G is off its stack. The deadline's
+ * timer is armed under pd->lock, right after the link: no event can wake
+ * the G before both are done, and a timer that fires at once wakes a G
+ * whose unlink waits for this lock. fw is not touched after the unlock. */
+static bool fd_commit(struct g *gp, void *arg)
+{
+    (void)gp;
+    struct fdwait *fw = arg;
+    struct gmp__pd *pd = fw->pd;
+    struct m *mp = gmp__getm();
+    int64_t when = fw->deadline;
+    bool first = false;
+    gmp__spin_lock(&pd->lock);
+    bool linked = pd_link(pd, fw);
+    if (linked) {
+        fw->committed = true;
+        if (when)                   /* reserved before the park */
+            first = gmp__timer_add(mp->p, &fw->t);
+    }
+    gmp__spin_unlock(&pd->lock);
+    if (first)
+        gmp__netpoll_wake_for(mp->sched, when);
+    return linked;                  /* settled at once: run on */
+}
+
+int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
+                 int64_t deadline)
+{
+    if (deadline && gmp_nanotime() >= deadline)
+        return GMP_ETIMEDOUT;
+    struct fdwait fw = {.pd = pd, .s = s, .modes = modes,
+                        .deadline = deadline};
+    gmp__wctx_init(&fw.w);
+    if (fw.w.gp) {
+        if (deadline && !gmp__timer_reserve(gmp__getm()->p))
+            return GMP_ENOMEM;
+        fw.t = (struct gmp__timer){.when = deadline, .f = fd_timeout,
+                                   .arg = &fw, .idx = -1};
+        gmp__gopark(fd_commit, &fw, WAIT_IO);
+        if (fw.committed) {
+            if (deadline)
+                gmp__timer_del(&fw.t);
+            gmp__spin_lock(&pd->lock);
+            unlink_waiter(pd, &fw);
+            gmp__spin_unlock(&pd->lock);
+        }
+    } else {
+        gmp__spin_lock(&pd->lock);
+        bool linked = pd_link(pd, &fw);
+        gmp__spin_unlock(&pd->lock);
+        if (linked) {
+            /* A thread has no M of its own to poll with: make sure one
+             * will (an idle one is started if a P is free; otherwise the
+             * busy Ms and sysmon poll). */
+            gmp__storeload_fence();
+            gmp__wakep(s);
+            bool woken = true;
+            if (deadline) {
+                int64_t left = deadline - gmp_nanotime();
+                woken = left > 0 && gmp__notetsleep(&fw.w.note, left);
+            } else {
+                gmp__notesleep(&fw.w.note);
+            }
+            if (!woken) {
+                if (claim(&fw))
+                    fw.why = WHY_TIMEOUT;
+                else
+                    gmp__notesleep(&fw.w.note);  /* a waker owns us */
+            }
+            gmp__spin_lock(&pd->lock);
+            unlink_waiter(pd, &fw);
+            gmp__spin_unlock(&pd->lock);
+        }
+    }
+    switch (fw.why) {
+    case WHY_CLOSED:  return GMP_EBADF;
+    case WHY_TIMEOUT: return GMP_ETIMEDOUT;
+    default:          return 0;
+    }
+}
+
+struct closewait {
+    struct gmp__wctx w;
+    struct gmp__pd  *pd;
+};
+
+/* The closer's commit (on g0 for a G): wait only if calls are still
+ * inside; the last to leave wakes it (gmp__pd_exit). */
+static bool close_commit(struct g *gp, void *arg)
+{
+    (void)gp;
+    struct closewait *cw = arg;
+    struct gmp__pd *pd = cw->pd;
+    gmp__spin_lock(&pd->lock);
+    /* Relaxed: drained and closer settle the race under this lock. */
+    bool wait = !pd->drained &&
+                (atomic_load_explicit(&pd->refs, memory_order_relaxed) &
+                 ~PD_CLOSING) != 0;
+    if (wait)
+        pd->closer = &cw->w;
+    gmp__spin_unlock(&pd->lock);
+    return wait;
+}
+
+int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd)
+{
+    /* Acq_rel: one closer wins; the others fail as a closed fd would. */
+    uint32_t v = atomic_fetch_or_explicit(&pd->refs, PD_CLOSING,
+                                          memory_order_acq_rel);
+    if (v & PD_CLOSING) {
+        gmp__pd_exit(pd);
+        return GMP_EBADF;
+    }
+    struct fdwait *wake = NULL;
+    gmp__spin_lock(&pd->lock);
+    take_waiters(pd, PD_R | PD_W, WHY_CLOSED, &wake);
+    pd->drained = false;
+    gmp__spin_unlock(&pd->lock);
+    while (wake) {
+        struct fdwait *fw = wake;
+        wake = fw->wakenext;
+        gmp__wctx_ready(&fw->w);
+    }
+    /* Our own call is one of the refs: leave, then wait for the rest. */
+    gmp__pd_exit(pd);
+    struct closewait cw = {.pd = pd};
+    gmp__wctx_init(&cw.w);
+    if (cw.w.gp)
+        gmp__gopark(close_commit, &cw, WAIT_IO);
+    else if (close_commit(NULL, &cw))
+        gmp__notesleep(&cw.w.note);
+    /* Acquire: every call has left the fd (pairs with the release in
+     * gmp__pd_exit). */
+    atomic_thread_fence(memory_order_acquire);
+    int err = 0;
+    if (pd->pollable)
+        epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL);
+    if (close(fd) != 0 && errno != EINTR)
+        err = -errno;               /* EINTR: Linux closed it anyway */
+    gmp__spin_lock(&pd->lock);
+    pd->registered = pd->pollable = pd->sock = false;
+    pd->rready = pd->wready = pd->drained = false;
+    gmp__spin_unlock(&pd->lock);
+    /* Release: the reset descriptor is seen by the next caller's acquire
+     * in gmp__pd_enter. */
+    atomic_store_explicit(&pd->refs, 0, memory_order_release);
+    return err;
+}

@@ -1,0 +1,77 @@
+/*
+ * netpoll.h - the network poller (Go's netpoll.go and netpoll_epoll.go):
+ * one epoll instance per runtime, edge-triggered, and a poll descriptor
+ * per fd number that remembers readiness and who waits for it.
+ *
+ * Who polls: an M with nothing to run (findrunnable) blocks in epoll_wait
+ * until an fd is ready, the earliest timer is due, or someone breaks the
+ * wait through the eventfd (gmp__netpoll_break): at most one M at a time,
+ * marked by sched.lastpoll == 0. Busy Ms poll without blocking before they
+ * steal, and sysmon polls when nobody has for 10 ms.
+ */
+#ifndef GMP_NETPOLL_H
+#define GMP_NETPOLL_H
+
+#include "runtime.h"
+
+struct fdwait;
+
+/* One per fd number, in chunks that live as long as the runtime (a
+ * closed fd's number is reused by the next open: its descriptor is reset,
+ * never freed). */
+struct gmp__pd {
+    /* In-flight gmp_* calls on the fd, plus PD_CLOSING once gmp_close has
+     * begun: new calls then fail with GMP_EBADF. Atomic so that a call's
+     * entry and exit are one RMW each; lock for the rest. */
+    _Atomic uint32_t refs;
+    struct gmp__spinlock lock;      /* everything below */
+    bool registered;                /* in the epoll set (or not pollable) */
+    bool pollable;                  /* epoll accepts it (not a file) */
+    bool sock;                      /* a socket: writes use MSG_NOSIGNAL */
+    bool rready, wready;            /* an event came while nobody waited */
+    bool drained;                   /* refs reached 0 with no closer yet */
+    struct fdwait *rq, *wq;         /* parked readers, writers */
+    struct gmp__wctx *closer;       /* gmp_close waiting for refs to drain */
+    gmp_mutex_t wmu;                /* one gmp_write at a time */
+};
+
+#define PD_CLOSING 0x80000000u
+
+/* Sets up the epoll instance and its wake-up eventfd. 0 or GMP_E*.
+ * Context: runtime construction. */
+GMP_HIDDEN int gmp__netpoll_init(struct schedt *s);
+/* Closes them and frees the descriptors. Context: runtime teardown. */
+GMP_HIDDEN void gmp__netpoll_free(struct schedt *s);
+/* Makes a blocked epoll_wait return. Context: any. */
+GMP_HIDDEN void gmp__netpoll_break(struct schedt *s);
+/* A timer due at when was added: make sure some M will wake for it
+ * (Go's wakeNetPoller). Context: any, no locks held. */
+GMP_HIDDEN void gmp__netpoll_wake_for(struct schedt *s, int64_t when);
+/* Polls: delay < 0 blocks until an event, 0 does not block, > 0 waits up
+ * to delay ns. Returns the Gs it made runnable, chained by schedlink
+ * (count in *n, last in *tail); waiting threads are woken directly.
+ * Context: any M (blocking: one with no P), sysmon. */
+GMP_HIDDEN struct g *gmp__netpoll(struct schedt *s, int64_t delay,
+                                  struct g **tail, int32_t *n);
+/* Whether any G or thread waits on a descriptor. Relaxed. */
+GMP_HIDDEN bool gmp__netpoll_waiting(struct schedt *s);
+
+/* Descriptor calls for io.c. Context: any G or thread. */
+enum { PD_R = 1, PD_W = 2 };
+/* Starts a call on fd: its descriptor, registered (non-blocking, in the
+ * epoll set) on first use, with the call counted in refs. 0 or GMP_E*
+ * (GMP_EBADF: bad or closing fd). */
+GMP_HIDDEN int gmp__pd_enter(struct schedt *s, int fd, struct gmp__pd **out);
+/* Ends a call started by gmp__pd_enter. */
+GMP_HIDDEN void gmp__pd_exit(struct gmp__pd *pd);
+/* Parks (or sleeps a thread) until pd is ready for one of modes: 0 (try
+ * the call again), GMP_EBADF (closed meanwhile), GMP_ETIMEDOUT (deadline
+ * passed; 0: none), GMP_ENOMEM. */
+GMP_HIDDEN int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
+                            int64_t deadline);
+/* gmp_close's work on an entered pd: wakes every waiter with GMP_EBADF,
+ * waits for the other calls to leave, drops the fd from the epoll set,
+ * closes it and resets pd. Ends the caller's own call. */
+GMP_HIDDEN int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd);
+
+#endif /* GMP_NETPOLL_H */

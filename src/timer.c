@@ -1,0 +1,302 @@
+/*
+ * timer.c - per-P timer heaps (timer.h) and gmp_sleep.
+ *
+ * The heap is 4-ary, as Go's: shallower than a binary heap, so a push or
+ * pop touches fewer cache lines, and a node's four children sit side by
+ * side. Slot i's children are 4i+1 .. 4i+4, its parent (i-1)/4.
+ *
+ * timer0when mirrors heap[0]->when (0 when empty). It is written under
+ * the heap's lock and read without it (relaxed): a reader that sees a
+ * stale value either takes the lock for nothing or looks again at its
+ * next scheduling point; whoever adds a timer that becomes the earliest
+ * also wakes the poller (netpoll.c), so a sleeping M never misses it.
+ */
+#include <stdlib.h>
+#include <time.h>
+
+#include "timer.h"
+#include "netpoll.h"
+#include "park.h"
+
+static void heap_set(struct gmp__timer **h, int32_t i, struct gmp__timer *t)
+{
+    h[i] = t;
+    t->idx = i;
+}
+
+static void siftup(struct gmp__timer **h, int32_t i)
+{
+    struct gmp__timer *t = h[i];
+    while (i > 0) {
+        int32_t parent = (i - 1) / 4;
+        if (h[parent]->when <= t->when)
+            break;
+        heap_set(h, i, h[parent]);
+        i = parent;
+    }
+    heap_set(h, i, t);
+}
+
+static void siftdown(struct gmp__timer **h, int32_t n, int32_t i)
+{
+    struct gmp__timer *t = h[i];
+    for (;;) {
+        int32_t c = 4 * i + 1, best = -1;
+        int64_t bw = t->when;
+        for (int32_t k = c; k < c + 4 && k < n; k++)
+            if (h[k]->when < bw) {
+                bw = h[k]->when;
+                best = k;
+            }
+        if (best < 0)
+            break;
+        heap_set(h, i, h[best]);
+        i = best;
+    }
+    heap_set(h, i, t);
+}
+
+/* Removes slot i. Context: holds pp's timer lock. */
+static void heap_remove(struct p *pp, int32_t i)
+{
+    struct gmp__timer **h = pp->timers;
+    int32_t last = --pp->ntimers;
+    h[i]->idx = -1;
+    if (i != last) {
+        heap_set(h, i, h[last]);
+        siftdown(h, last, i);
+        siftup(h, i);
+    }
+}
+
+/* Relaxed store: see the file comment. Context: holds pp's timer lock. */
+static void publish_first(struct p *pp)
+{
+    atomic_store_explicit(&pp->timer0when,
+                          pp->ntimers ? pp->timers[0]->when : 0,
+                          memory_order_relaxed);
+}
+
+/* Context: holds pp's timer lock. */
+static bool grow(struct p *pp)
+{
+    if (pp->ntimers < pp->timercap)
+        return true;
+    int32_t cap = pp->timercap ? 2 * pp->timercap : 64;
+    struct gmp__timer **h = realloc(pp->timers, (size_t)cap * sizeof *h);
+    if (!h)
+        return false;
+    pp->timers = h;
+    pp->timercap = cap;
+    return true;
+}
+
+bool gmp__timer_reserve(struct p *pp)
+{
+    gmp__lock(&pp->timerlock);
+    bool ok = grow(pp);
+    gmp__unlock(&pp->timerlock);
+    return ok;
+}
+
+bool gmp__timer_add(struct p *pp, struct gmp__timer *t)
+{
+    /* 0 means "no timer" in timer0when: a when of 0 is long past anyway. */
+    if (t->when <= 0)
+        t->when = 1;
+    gmp__lock(&pp->timerlock);
+    if (!grow(pp))                  /* reserved: cannot fail */
+        gmp__throw("timer heap: no room after gmp__timer_reserve");
+    t->pp = pp;
+    int32_t i = pp->ntimers++;
+    pp->timers[i] = t;
+    siftup(pp->timers, i);
+    bool first = t->idx == 0;
+    publish_first(pp);
+    gmp__unlock(&pp->timerlock);
+    return first;
+}
+
+bool gmp__timer_del(struct gmp__timer *t)
+{
+    struct p *pp = t->pp;           /* fixed since the add, by its owner */
+    if (!pp)
+        return false;
+    gmp__lock(&pp->timerlock);
+    bool removed = t->idx >= 0;
+    if (removed) {
+        heap_remove(pp, t->idx);
+        publish_first(pp);
+    }
+    gmp__unlock(&pp->timerlock);
+    return removed;
+}
+
+int gmp__checktimers(struct p *pp, int64_t *now)
+{
+    /* Relaxed: see the file comment. */
+    int64_t next = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+    if (next == 0)
+        return 0;
+    if (*now == 0)
+        *now = gmp_nanotime();
+    if (*now < next)
+        return 0;
+    int ran = 0;
+    gmp__lock(&pp->timerlock);
+    while (pp->ntimers > 0 && pp->timers[0]->when <= *now) {
+        struct gmp__timer *t = pp->timers[0];
+        heap_remove(pp, 0);
+        publish_first(pp);
+        t->f(t);                    /* may wake t's owner: t is done */
+        ran++;
+    }
+    gmp__unlock(&pp->timerlock);
+    return ran;
+}
+
+int64_t gmp__timers_next(struct schedt *s)
+{
+    int64_t next = 0;
+    for (int i = 0; i < s->procs; i++) {
+        /* Relaxed: see the file comment. */
+        int64_t w = atomic_load_explicit(&s->allp[i].timer0when,
+                                         memory_order_relaxed);
+        if (w != 0 && (next == 0 || w < next))
+            next = w;
+    }
+    return next;
+}
+
+void gmp__timers_free(struct p *pp)
+{
+    free(pp->timers);
+    pp->timers = NULL;
+    pp->ntimers = pp->timercap = 0;
+}
+
+/* ---- gmp_sleep ----------------------------------------------------------- */
+
+static void sleep_fire(struct gmp__timer *t)
+{
+    gmp__goready(t->arg);
+}
+
+/* Adds the sleeper's timer once its G is off its stack, so that the timer
+ * cannot ready it while it still runs. */
+static bool sleep_commit(struct g *gp, void *arg)
+{
+    (void)gp;
+    struct gmp__timer *t = arg;
+    struct m *mp = gmp__getm();
+    int64_t when = t->when;         /* t may be gone once it is queued */
+    if (gmp__timer_add(mp->p, t))
+        gmp__netpoll_wake_for(mp->sched, when);
+    return true;
+}
+
+/* A thread (or a G without a P) sleeps on the monotonic clock. */
+static void thread_sleep_until(int64_t when)
+{
+    struct timespec ts = {.tv_sec = when / 1000000000,
+                          .tv_nsec = when % 1000000000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+        ;                           /* EINTR: the deadline stands */
+}
+
+void gmp_sleep(int64_t ns)
+{
+    struct m *mp = gmp__getm();
+    bool g = mp && mp->curg && mp->p;
+    if (ns <= 0) {
+        if (g)
+            gmp__preempt_check();
+        return;
+    }
+    int64_t when = gmp__deadline(gmp_nanotime(), ns);
+    if (!g || !gmp__timer_reserve(mp->p)) {
+        thread_sleep_until(when);   /* no memory for the heap: as a thread */
+        return;
+    }
+    struct gmp__timer t = {.when = when, .f = sleep_fire, .arg = mp->curg,
+                           .idx = -1};
+    gmp__gopark(sleep_commit, &t, WAIT_SLEEP);
+}
+
+/* ---- Waiting with a deadline ---------------------------------------------- */
+
+struct timedpark {
+    struct gmp__timer  t;
+    struct gmp__wctx  *w;
+    bool             (*unlockf)(struct g *, void *);
+    void              *lock;
+    bool               timedout;    /* the timer won the claim */
+};
+
+static bool claim(struct gmp__wctx *w)
+{
+    uint32_t zero = 0;
+    /* Acq_rel: the winner alone wakes the waiter; see park.h. */
+    return atomic_compare_exchange_strong_explicit(
+        &w->selectdone, &zero, 1, memory_order_acq_rel, memory_order_relaxed);
+}
+
+static void timedpark_fire(struct gmp__timer *t)
+{
+    struct timedpark *tp = t->arg;
+    if (claim(tp->w)) {
+        tp->timedout = true;
+        gmp__goready(tp->w->gp);    /* the last touch: tp may go now */
+    }
+}
+
+/* Arms the timer before the caller's unlock publishes the waiter: until
+ * that unlock the G cannot return (its wakers need the lock), so the
+ * timer's memory outlives any firing. The poller is told afterwards. */
+static bool timedpark_commit(struct g *gp, void *arg)
+{
+    struct timedpark *tp = arg;
+    struct m *mp = gmp__getm();
+    struct schedt *s = mp->sched;
+    int64_t when = tp->t.when;
+    bool first = gmp__timer_add(mp->p, &tp->t);
+    bool parked = tp->unlockf(gp, tp->lock);
+    if (first)
+        gmp__netpoll_wake_for(s, when);
+    return parked;
+}
+
+bool gmp__wctx_block_until(struct gmp__wctx *w,
+                           bool (*unlockf)(struct g *, void *), void *lock,
+                           uint32_t reason, int64_t deadline)
+{
+    if (!deadline) {
+        gmp__wctx_block(w, unlockf, lock, reason);
+        return true;
+    }
+    if (w->gp) {
+        struct m *mp = gmp__getm();
+        if (!gmp__timer_reserve(mp->p)) {
+            /* No memory for the timer: wait without it. */
+            gmp__wctx_block(w, unlockf, lock, reason);
+            return true;
+        }
+        struct timedpark tp = {
+            .t = {.when = deadline, .f = timedpark_fire, .idx = -1},
+            .w = w, .unlockf = unlockf, .lock = lock,
+        };
+        tp.t.arg = &tp;
+        gmp__gopark(timedpark_commit, &tp, reason);
+        if (!tp.timedout)
+            gmp__timer_del(&tp.t);
+        return !tp.timedout;
+    }
+    unlockf(NULL, lock);
+    int64_t left = deadline - gmp_nanotime();
+    if (left > 0 && gmp__notetsleep(&w->note, left))
+        return true;
+    if (claim(w))
+        return false;
+    gmp__notesleep(&w->note);       /* a waker won: it wakes us */
+    return true;
+}

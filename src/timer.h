@@ -1,0 +1,64 @@
+/*
+ * timer.h - per-P timer heaps (Go 1.14+'s design, time.go).
+ *
+ * A timer is a struct gmp__timer owned by whoever waits on it, usually on
+ * the waiter's stack: the heaps hold pointers and never allocate per
+ * timer. Each P has a 4-ary min-heap ordered by `when` (absolute
+ * gmp_nanotime), under its own lock, and publishes the earliest `when`
+ * in timer0when (0: empty) so that anyone can see without the lock
+ * whether a heap has anything due.
+ *
+ * Who runs timers: an M holding a P, in schedule() and findrunnable()
+ * (its own P's heap), and a spinning M in its last stealing round (any
+ * victim's heap). The callback runs there, on g0 (or, after a direct
+ * park, on the next G's stack), with the heap's lock held: it must not
+ * block or take a timer lock; it may ready a G (goready takes sched.lock,
+ * which comes after every timer lock in lock order).
+ *
+ * Deleting: gmp__timer_del takes the heap's lock, so once it returns the
+ * callback is neither running nor going to: the owner may then let the
+ * timer's memory go. A callback that woke its owner must be the last
+ * thing to touch the timer.
+ */
+#ifndef GMP_TIMER_H
+#define GMP_TIMER_H
+
+#include "runtime.h"
+
+struct gmp__timer {
+    int64_t   when;                 /* absolute, gmp_nanotime() */
+    void    (*f)(struct gmp__timer *t);
+    void     *arg, *arg2;           /* the callback's */
+    struct p *pp;                   /* heap it was added to (fixed then) */
+    int32_t   idx;                  /* heap slot; -1 when in no heap (pp's
+                                       timer lock) */
+};
+
+/* when = now + ns, saturating at INT64_MAX. */
+static inline int64_t gmp__deadline(int64_t now, int64_t ns)
+{
+    return ns > INT64_MAX - now ? INT64_MAX : now + ns;
+}
+
+/* Makes room for one more timer in pp's heap, so that the next
+ * gmp__timer_add on pp cannot fail. False when out of memory. Context:
+ * the owner of pp. */
+GMP_HIDDEN bool gmp__timer_reserve(struct p *pp);
+/* Adds t (when, f, args set) to pp's heap. Returns whether t is now pp's
+ * earliest timer: the caller then calls gmp__netpoll_wake_for(when), once
+ * it holds no lock (t may be gone by then: pass its when). Call
+ * gmp__timer_reserve first. Context: the owner of pp (a G or g0). */
+GMP_HIDDEN bool gmp__timer_add(struct p *pp, struct gmp__timer *t);
+/* Removes t unless it has run (or is running: then waits for it). True
+ * when it removed it before it ran. Context: any, no timer lock held. */
+GMP_HIDDEN bool gmp__timer_del(struct gmp__timer *t);
+/* Runs pp's due timers. *now: 0, or a clock reading to reuse (updated
+ * when read here). Returns how many ran. Context: an M holding a P. */
+GMP_HIDDEN int gmp__checktimers(struct p *pp, int64_t *now);
+/* The earliest when over every P, 0 if no timer is pending. Relaxed:
+ * a snapshot. Context: any. */
+GMP_HIDDEN int64_t gmp__timers_next(struct schedt *s);
+/* Frees pp's heap array. Context: runtime teardown. */
+GMP_HIDDEN void gmp__timers_free(struct p *pp);
+
+#endif /* GMP_TIMER_H */

@@ -1,0 +1,1488 @@
+/*
+ * test_timer.c - timers: gmp_sleep, gmp_select with a positive timeout and
+ * gmp_cond_timedwait with a positive timeout, at procs 1, 2 and 4, in
+ * goroutines and on plain threads:
+ *   - sleepers wake in the order of their deadlines, across goroutines
+ *     and Ps;
+ *   - a sleep is never shorter than asked, by gmp_nanotime and by
+ *     CLOCK_MONOTONIC, for small and odd durations, many times;
+ *   - 10,000 sleepers at once all wake, each exactly once;
+ *   - durations <= 0 return at once; a goroutine in gmp_sleep(INT64_MAX)
+ *     neither wakes early nor holds up gmp_main's return (forked child);
+ *     on a plain thread gmp_sleep sleeps that thread, with or without a
+ *     runtime;
+ *   - timers fire while every P is busy with goroutines that yield, and
+ *     with goroutines that spin without a runtime call (preemption);
+ *   - a new, earlier timer wakes an idle poller that sleeps for a later
+ *     one: a 20 ms sleeper started while a 2 s one sleeps (every P idle)
+ *     wakes before the 2 s one is even due;
+ *   - select with a positive timeout: only NULL channels (or none) time
+ *     out no earlier than asked; a timed-out select leaves no waiter on
+ *     its channels; a timeout racing a send has exactly one outcome (the
+ *     value received by the select, or GMP_ETIMEDOUT with the value still
+ *     to come: the sender blocked, nothing lost, nothing twice); a timed
+ *     send and a timed receive on one unbuffered channel always agree;
+ *   - gmp_cond_timedwait: times out no earlier than asked, with the mutex
+ *     held; a signal before the timeout gives 0; a timed-out waiter does
+ *     not swallow a signal meant for a later waiter, also when the signal
+ *     races the timeout; broadcast over timed and untimed waiters;
+ *   - deadlock detection with timers (forked children): goroutines asleep
+ *     on timers, or waiting with a timeout, are no deadlock; once every
+ *     timer has fired or been cancelled by an early wake and main blocks
+ *     for ever, it is one.
+ *
+ * No assertion bounds how long anything took from above. Durations are
+ * checked from below only ("no earlier than"), and orders only between
+ * wakes whose deadlines lie far apart (30 ms in the order test, 2 s
+ * against 20 ms in the idle-poller test).
+ *
+ * Goroutines and helper threads only record (atomics, and G_CHECK for a
+ * failed expectation); the test thread waits and asserts. The forking
+ * tests run first, while no runtime runs in this process.
+ */
+#include "harness.h"
+
+#include <pthread.h>
+
+#define US ((int64_t)1000)
+#define MS ((int64_t)1000000)
+
+#define DEADLOCK_LINE "gmprt: fatal error: all goroutines are asleep - deadlock!"
+
+/* ---- Helpers ------------------------------------------------------------- */
+
+/* Both clocks at the start of a wait. */
+struct span {
+    int64_t mono, gmp;
+};
+
+static struct span span_start(void)
+{
+    struct span s;
+    s.mono = h_now();
+    s.gmp = gmp_nanotime();
+    return s;
+}
+
+/* True when at least ns have passed since s, by both clocks. */
+static bool span_at_least(struct span s, int64_t ns)
+{
+    int64_t g = gmp_nanotime(), m = h_now();
+    return g - s.gmp >= ns && m - s.mono >= ns;
+}
+
+/* Runs fn(arg) as a goroutine or on a new plain thread. */
+struct runner {
+    void (*fn)(void *);
+    void *arg;
+    bool thread;
+    pthread_t t;
+};
+
+static void *runner_thread(void *p)
+{
+    struct runner *r = p;
+    r->fn(r->arg);
+    return NULL;
+}
+
+static void run_as(struct runner *r, bool thread, void (*fn)(void *),
+                   void *arg)
+{
+    r->fn = fn;
+    r->arg = arg;
+    r->thread = thread;
+    if (thread)
+        assert_int_equal(pthread_create(&r->t, NULL, runner_thread, r), 0);
+    else
+        assert_int_equal(gmp_go(fn, arg), 0);
+}
+
+static void run_join(struct runner *r)
+{
+    if (r->thread) {
+        assert_int_equal(pthread_join(r->t, NULL), 0);
+        r->thread = false;
+    }
+}
+
+static gmp_chan_t *mkchan(size_t sz, size_t cap)
+{
+    gmp_chan_t *c = gmp_chan_make(sz, cap);
+    assert_non_null(c);
+    return c;
+}
+
+static int procs_of(void **state)
+{
+    struct h_env *env = *state;
+    return env ? env->procs : 0;
+}
+
+/* ---- Forked children: gmp_main, deadlock detection ------------------------ */
+
+struct dl_case {
+    void (*main_fn)(void *);
+    int procs;
+};
+
+static void dl_child(void *arg)
+{
+    struct dl_case *c = arg;
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = c->procs;
+    int rc = gmp_main(c->main_fn, NULL, &cfg);
+    printf("gmp_main returned %d\n", rc);
+    fflush(stdout);
+    _exit(rc == 0 ? 0 : 10);
+}
+
+/* A goroutine about to block for ever says so (flushed: the abort loses
+ * what is buffered), with the wait reason the report must give it. */
+static void announce(const char *reason)
+{
+    printf("blocked %llu %s\n", (unsigned long long)gmp_id(), reason);
+    fflush(stdout);
+}
+
+/* The child dies of SIGABRT after the deadlock line, which lists exactly
+ * the goroutines that announced they block (as test_deadlock.c). */
+static void expect_deadlock_procs(void (*fn)(void *), int procs)
+{
+    struct dl_case c = {fn, procs};
+    struct h_child res;
+    assert_int_equal(h_fork(dl_child, &c, &res), 0);
+    h_assert_killed_by(&res, SIGABRT);
+    if (!h_has_line(res.err, DEADLOCK_LINE))
+        print_error("procs=%d: stderr lacks the line:\n%s\n", procs, res.err);
+    assert_true(h_has_line(res.err, DEADLOCK_LINE));
+    assert_null(strstr(res.out, "returned"));
+    const char *after = strstr(res.err, DEADLOCK_LINE) + strlen(DEADLOCK_LINE);
+    int announced = 0, listed = 0;
+    for (const char *p = res.out; (p = strstr(p, "blocked ")) != NULL;) {
+        unsigned long long id;
+        char reason[64], want[128];
+        int len = 0;
+        assert_int_equal(sscanf(p, "blocked %llu %n", &id, &len), 1);
+        p += len;
+        const char *eol = strchr(p, '\n');
+        assert_non_null(eol);
+        assert_true((size_t)(eol - p) < sizeof reason);
+        memcpy(reason, p, (size_t)(eol - p));
+        reason[eol - p] = '\0';
+        p = eol;
+        snprintf(want, sizeof want, "goroutine %llu [%s]:", id, reason);
+        if (!h_has_line(after, want))
+            print_error("procs=%d: no line \"%s\" after the fatal line:\n%s\n",
+                        procs, want, res.err);
+        assert_true(h_has_line(after, want));
+        announced++;
+    }
+    for (const char *p = after; (p = strstr(p, "\ngoroutine ")) != NULL; p++)
+        listed++;
+    if (listed != announced)
+        print_error("procs=%d: %d goroutines listed, %d blocked:\n%s\n",
+                    procs, listed, announced, res.err);
+    assert_true(announced >= 1);
+    assert_int_equal(listed, announced);
+}
+
+static void expect_deadlock(void (*fn)(void *))
+{
+#if defined(H_TSAN) || GMP_TEST_EMULATED
+    /* TSan and qemu-user run threads of their own: the runtime can never
+     * prove a deadlock there (test_deadlock.c). */
+    skip();
+#endif
+    expect_deadlock_procs(fn, 1);
+    expect_deadlock_procs(fn, 4);
+}
+
+/* The child's main finishes, prints "ok", and gmp_main returns 0. */
+static void expect_clean(void (*fn)(void *), int procs)
+{
+    struct dl_case c = {fn, procs};
+    struct h_child res;
+    assert_int_equal(h_fork(dl_child, &c, &res), 0);
+    if (res.timed_out || !WIFEXITED(res.status) || WEXITSTATUS(res.status))
+        print_error("procs=%d: child status %#x (timed out %d)\n"
+                    "stdout:\n%s\nstderr:\n%s\n", procs, res.status,
+                    (int)res.timed_out, res.out, res.err);
+    assert_false(res.timed_out);
+    assert_true(WIFEXITED(res.status));
+    assert_int_equal(WEXITSTATUS(res.status), 0);
+    assert_null(strstr(res.err, "fatal error"));
+    assert_true(h_has_line(res.out, "ok"));
+    assert_true(h_has_line(res.out, "gmp_main returned 0"));
+}
+
+/* A goroutine asleep for INT64_MAX (and for other durations whose
+ * deadline overflows int64_t) does not wake while the others come and
+ * go, and does not keep gmp_main from returning once main returns: it is
+ * abandoned, as Go abandons goroutines when main returns. */
+static _Atomic int64_t huge_in, huge_woke;
+static gmp_wg_t huge_wg;
+
+static void huge_sleeper(void *arg)
+{
+    int64_t ns = *(const int64_t *)arg;
+    atomic_fetch_add(&huge_in, 1);
+    gmp_sleep(ns);
+    atomic_fetch_add(&huge_woke, 1);
+    printf("woke from %lld\n", (long long)ns);
+    fflush(stdout);
+}
+
+static void huge_worker(void *arg)
+{
+    gmp_sleep((int64_t)(intptr_t)arg * MS);
+    gmp_wg_done(&huge_wg);
+}
+
+static const int64_t huge_ns[] = {INT64_MAX, INT64_MAX - 1, INT64_MAX / 2,
+                                  INT64_MAX - 1000000000LL};
+
+static void huge_main(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 4; i++)
+        gmp_go(huge_sleeper, (void *)&huge_ns[i]);
+    while (atomic_load(&huge_in) < 4)
+        gmp_yield();
+    gmp_yield();
+    /* Others sleep and finish meanwhile: the timer heap turns over. */
+    gmp_wg_add(&huge_wg, 40);
+    for (int i = 0; i < 40; i++)
+        gmp_go(huge_worker, (void *)(intptr_t)(1 + i % 7));
+    gmp_wg_wait(&huge_wg);
+    gmp_sleep(30 * MS);
+    if (atomic_load(&huge_woke) == 0 && gmp_num_goroutines() >= 5)
+        printf("ok\n");
+    else
+        printf("bad: woke %lld, goroutines %lld\n",
+               (long long)atomic_load(&huge_woke),
+               (long long)gmp_num_goroutines());
+    fflush(stdout);
+}
+
+static void test_sleep_forever_abandoned_when_main_returns(void **state)
+{
+    for (int procs = 1; procs <= 2; procs++) {
+        atomic_store(&huge_in, 0);
+        atomic_store(&huge_woke, 0);
+        expect_clean(huge_main, procs);
+    }
+}
+
+/* A goroutine asleep on a timer is no deadlock: main waits on a channel
+ * that a sleeper sends on when it wakes. */
+static void nodl_sleeper(void *arg)
+{
+    gmp_sleep(100 * MS);
+    int v = 42;
+    gmp_chan_send(arg, &v);
+}
+
+static void nodl_sleep_main(void *arg)
+{
+    (void)arg;
+    int v = 0;
+    gmp_chan_t *c = gmp_chan_make(sizeof v, 0);
+    gmp_go(nodl_sleeper, c);
+    if (gmp_chan_recv(c, &v) == 0 && v == 42)
+        printf("ok\n");
+}
+
+static void test_timer_no_deadlock_while_goroutine_sleeps(void **state)
+{
+    expect_clean(nodl_sleep_main, 1);
+    expect_clean(nodl_sleep_main, 2);
+}
+
+/* main alone, waiting with timeouts that nothing but the timer ends. */
+static void nodl_timeouts_main(void *arg)
+{
+    (void)arg;
+    gmp_chan_t *c = gmp_chan_make(sizeof(int), 0);
+    gmp_mutex_t mu = GMP_MUTEX_INIT;
+    gmp_cond_t cv = GMP_COND_INIT;
+    int v = 0;
+    gmp_case_t k = {c, GMP_RECV, &v, 0};
+    gmp_sleep(50 * MS);
+    int r1 = gmp_select(NULL, 0, 50 * MS);
+    int r2 = gmp_select(&k, 1, 50 * MS);
+    gmp_mutex_lock(&mu);
+    int r3 = gmp_cond_timedwait(&cv, &mu, 50 * MS);
+    gmp_mutex_unlock(&mu);
+    if (r1 == GMP_ETIMEDOUT && r2 == GMP_ETIMEDOUT && r3 == GMP_ETIMEDOUT)
+        printf("ok\n");
+    else
+        printf("bad: %d %d %d\n", r1, r2, r3);
+}
+
+static void test_timer_no_deadlock_while_main_waits_with_timeout(void **state)
+{
+    expect_clean(nodl_timeouts_main, 1);
+    expect_clean(nodl_timeouts_main, 2);
+}
+
+/* Timers that fired leave nothing behind: once they are done and main
+ * blocks for ever, that is a deadlock. */
+static gmp_wg_t fired_wg;
+
+static void fired_sleeper(void *arg)
+{
+    gmp_sleep((int64_t)(intptr_t)arg * MS);
+    gmp_wg_done(&fired_wg);
+}
+
+static void dl_fired_main(void *arg)
+{
+    (void)arg;
+    gmp_chan_t *c = gmp_chan_make(sizeof(int), 0);
+    gmp_mutex_t mu = GMP_MUTEX_INIT;
+    gmp_cond_t cv = GMP_COND_INIT;
+    gmp_wg_add(&fired_wg, 8);
+    for (int i = 0; i < 8; i++)
+        gmp_go(fired_sleeper, (void *)(intptr_t)(1 + i * 3));
+    gmp_wg_wait(&fired_wg);
+    gmp_sleep(5 * MS);
+    gmp_select(NULL, 0, 5 * MS);
+    gmp_mutex_lock(&mu);
+    gmp_cond_timedwait(&cv, &mu, 5 * MS);
+    gmp_mutex_unlock(&mu);
+    announce("chan receive");
+    gmp_chan_recv(c, NULL);
+    printf("recv returned\n");
+}
+
+static void test_timer_deadlock_once_timers_fired(void **state)
+{
+    expect_deadlock(dl_fired_main);
+}
+
+/* A select and a cond wait with a one-hour timeout, both woken early by a
+ * goroutine: their timers go with them (as in Go, where a timer only a
+ * finished select waited on is no longer pending), so main blocking for
+ * ever afterwards is a deadlock, reported now rather than in an hour. */
+static struct {
+    gmp_chan_t *c;
+    gmp_mutex_t mu;
+    gmp_cond_t cv;
+    int flag;                       /* under mu */
+} early;
+
+static void early_waker(void *arg)
+{
+    (void)arg;
+    int v = 7;
+    gmp_chan_send(early.c, &v);
+    /* main holds the mutex until its timed cond wait releases it. */
+    gmp_mutex_lock(&early.mu);
+    early.flag = 1;
+    gmp_cond_signal(&early.cv);
+    gmp_mutex_unlock(&early.mu);
+}
+
+static void dl_early_main(void *arg)
+{
+    (void)arg;
+    const int64_t hour = 3600 * 1000 * MS;
+    int v = 0;
+    early.c = gmp_chan_make(sizeof v, 0);
+    gmp_chan_t *never = gmp_chan_make(sizeof v, 0);
+    gmp_go(early_waker, NULL);
+    gmp_mutex_lock(&early.mu);
+    gmp_case_t k = {early.c, GMP_RECV, &v, 0};
+    if (gmp_select(&k, 1, hour) != 0 || v != 7)
+        return;
+    while (!early.flag)
+        if (gmp_cond_timedwait(&early.cv, &early.mu, hour) != 0)
+            break;
+    gmp_mutex_unlock(&early.mu);
+    announce("chan receive");
+    gmp_chan_recv(never, NULL);
+    printf("recv returned\n");
+}
+
+static void test_timer_deadlock_after_timed_waits_woken_early(void **state)
+{
+    expect_deadlock(dl_early_main);
+}
+
+/* ---- Sleep: order ---------------------------------------------------------- */
+
+#define ORD_N    6
+#define ORD_STEP (30 * MS)
+
+static struct {
+    int64_t base;                   /* sleeper k's deadline: base + (k+1) step */
+    int perm[ORD_N];
+    _Atomic int64_t seq, done;
+    _Atomic int64_t rank[ORD_N];
+} ord;
+
+static void ord_sleeper(void *arg)
+{
+    int k = (int)(intptr_t)arg;
+    int64_t when = ord.base + (k + 1) * ORD_STEP;
+    gmp_sleep(when - gmp_nanotime());
+    G_CHECK(gmp_nanotime() >= when);
+    atomic_store(&ord.rank[k], atomic_fetch_add(&ord.seq, 1));
+    atomic_fetch_add(&ord.done, 1);
+}
+
+static void ord_spawner(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < ORD_N; i++)
+        G_CHECK(gmp_go(ord_sleeper, (void *)(intptr_t)ord.perm[i]) == 0);
+}
+
+/* Sleepers started in a shuffled order, from the test thread (global
+ * queue: they spread over the Ps) or from one goroutine (its P), wake in
+ * the order of their deadlines, which lie 30 ms apart. */
+static void test_sleep_wakes_in_deadline_order(void **state)
+{
+    bad_reset();
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (int round = 0; round < 4; round++) {
+        atomic_store(&ord.seq, 0);
+        atomic_store(&ord.done, 0);
+        for (int i = 0; i < ORD_N; i++) {
+            atomic_store(&ord.rank[i], -1);
+            ord.perm[i] = i;
+        }
+        for (int i = ORD_N - 1; i > 0; i--) {
+            int j = (int)(xorshift(&x) % (uint64_t)(i + 1));
+            int t = ord.perm[i];
+            ord.perm[i] = ord.perm[j];
+            ord.perm[j] = t;
+        }
+        ord.base = gmp_nanotime() + 5 * MS;
+        if (round & 1)
+            assert_int_equal(gmp_go(ord_spawner, NULL), 0);
+        else
+            for (int i = 0; i < ORD_N; i++)
+                assert_int_equal(
+                    gmp_go(ord_sleeper, (void *)(intptr_t)ord.perm[i]), 0);
+        assert_int_equal(h_wait(&ord.done, ORD_N), 0);
+        for (int k = 0; k < ORD_N; k++)
+            assert_int_equal(atomic_load(&ord.rank[k]), k);
+    }
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+/* ---- Sleep: never shorter than asked --------------------------------------- */
+
+static const int64_t odd_ns[] = {1,      2,      3,       999,     1000,
+                                 1001,   4999,   12345,   65537,   99999,
+                                 100003, 333333, 1000003, 1999999};
+#define ODD_N ((int)(sizeof odd_ns / sizeof odd_ns[0]))
+
+static struct {
+    _Atomic int64_t done, sleeps, shorts;
+} ns_;
+
+static void sleep_odd(int seed, int iters)
+{
+    for (int i = 0; i < iters; i++) {
+        int64_t ns = odd_ns[(i * 7 + seed) % ODD_N];
+        struct span s = span_start();
+        gmp_sleep(ns);
+        bool ok = span_at_least(s, ns);
+        if (!ok)
+            atomic_fetch_add(&ns_.shorts, 1);
+        G_CHECK(ok);
+        atomic_fetch_add(&ns_.sleeps, 1);
+    }
+}
+
+#define ODD_ITERS (H_SLOW ? 28 : 280)
+
+static void odd_sleeper(void *arg)
+{
+    sleep_odd((int)(intptr_t)arg, ODD_ITERS);
+    atomic_fetch_add(&ns_.done, 1);
+}
+
+/* Goroutines (and two plain threads, and the test thread) sleep every
+ * duration of the table many times; each sleep lasted at least what it
+ * asked, by both clocks. */
+static void test_sleep_never_shorter_than_asked(void **state)
+{
+    bad_reset();
+    atomic_store(&ns_.done, 0);
+    atomic_store(&ns_.sleeps, 0);
+    atomic_store(&ns_.shorts, 0);
+    struct th t[2];
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(gmp_go(odd_sleeper, (void *)(intptr_t)i), 0);
+    for (int i = 0; i < 2; i++)
+        th_start(&t[i], odd_sleeper, (void *)(intptr_t)(100 + i));
+    sleep_odd(55, ODD_ITERS / 4);
+    assert_int_equal(h_wait(&ns_.done, 10), 0);
+    for (int i = 0; i < 2; i++)
+        th_join(&t[i]);
+    assert_int_equal(atomic_load(&ns_.shorts), 0);
+    assert_int_equal(atomic_load(&ns_.sleeps), 10 * ODD_ITERS + ODD_ITERS / 4);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+/* ---- Sleep: many sleepers ---------------------------------------------------- */
+
+static struct {
+    _Atomic int64_t woke, spawned;
+} many;
+
+static int64_t many_ns(long i)
+{
+    return (1 + (i * 7919) % 20) * MS + i % 1000;
+}
+
+static void many_sleeper(void *arg)
+{
+    int64_t ns = many_ns((long)(intptr_t)arg);
+    struct span s = span_start();
+    gmp_sleep(ns);
+    G_CHECK(span_at_least(s, ns));
+    atomic_fetch_add(&many.woke, 1);
+}
+
+static void many_spawner(void *arg)
+{
+    long n = (long)(intptr_t)arg;
+    for (long i = n / 2; i < n; i++)
+        if (gmp_go(many_sleeper, (void *)(intptr_t)i) == 0)
+            atomic_fetch_add(&many.spawned, 1);
+}
+
+/* 10,000 goroutines asleep at once, with deadlines spread over 20 ms: all
+ * wake, each once, none early. Half are started by the test thread, half
+ * by a goroutine. */
+static void test_sleep_many_sleepers_all_wake(void **state)
+{
+    bad_reset();
+    long n = H_LIVE(10000L);
+    atomic_store(&many.woke, 0);
+    atomic_store(&many.spawned, 0);
+    assert_int_equal(gmp_go(many_spawner, (void *)(intptr_t)n), 0);
+    for (long i = 0; i < n / 2; i++) {
+        assert_int_equal(gmp_go(many_sleeper, (void *)(intptr_t)i), 0);
+        atomic_fetch_add(&many.spawned, 1);
+    }
+    assert_int_equal(h_wait(&many.woke, n), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_int_equal(atomic_load(&many.spawned), n);
+    assert_int_equal(atomic_load(&many.woke), n);
+    ASSERT_NO_BAD();
+}
+
+/* ---- Sleep: zero, negative, plain threads -------------------------------- */
+
+/* gmprt.h: ns <= 0 returns at once; -1 is no GMP_FOREVER here. */
+static const int64_t nonpos[] = {0, -1, -5, -1000000000LL, INT64_MIN};
+
+static _Atomic int64_t np_done;
+
+static void nonpos_sleeper(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 500; i++)
+        for (int k = 0; k < 5; k++)
+            gmp_sleep(nonpos[k]);
+    atomic_fetch_add(&np_done, 1);
+}
+
+/* Goroutines, a plain thread and the test thread call gmp_sleep with 0
+ * and negative durations many times: every call returns (the wait's
+ * deadline turns one that does not into a failure). */
+static void test_sleep_zero_and_negative_return(void **state)
+{
+    atomic_store(&np_done, 0);
+    struct th t;
+    int g = gmp_procs() > 0 ? 4 : 0;
+    for (int i = 0; i < g; i++)
+        assert_int_equal(gmp_go(nonpos_sleeper, NULL), 0);
+    th_start(&t, nonpos_sleeper, NULL);
+    nonpos_sleeper(NULL);
+    assert_int_equal(h_wait(&np_done, g + 2), 0);
+    th_join(&t);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
+static _Atomic int64_t pt_done, pt_bad;
+
+static void plain_sleeps(void *arg)
+{
+    (void)arg;
+    static const int64_t d[] = {1, 1000, 1000000, 2000001, 7 * MS};
+    if (gmp_id() != 0)
+        atomic_fetch_add(&pt_bad, 1);
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 5; k++) {
+            struct span s = span_start();
+            gmp_sleep(d[k]);
+            if (!span_at_least(s, d[k]))
+                atomic_fetch_add(&pt_bad, 1);
+        }
+    atomic_fetch_add(&pt_done, 1);
+}
+
+/* gmp_sleep on a plain thread (the test thread and a new one) sleeps that
+ * thread at least as long; with or without a runtime running. */
+static void test_sleep_plain_thread(void **state)
+{
+    atomic_store(&pt_done, 0);
+    atomic_store(&pt_bad, 0);
+    struct th t;
+    th_start(&t, plain_sleeps, NULL);
+    plain_sleeps(NULL);
+    th_join(&t);
+    assert_int_equal(atomic_load(&pt_done), 2);
+    assert_int_equal(atomic_load(&pt_bad), 0);
+}
+
+/* ---- Timers while the Ps are busy -------------------------------------- */
+
+static struct {
+    _Atomic int stop;
+    _Atomic int64_t started, done, spins;
+} busy;
+
+static void busy_yielder(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&busy.started, 1);
+    while (!atomic_load(&busy.stop))
+        gmp_yield();
+    atomic_fetch_add(&busy.done, 1);
+}
+
+static void busy_spinner(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&busy.started, 1);
+    /* No runtime call: only preemption takes the P from it. */
+    while (!atomic_load_explicit(&busy.stop, memory_order_relaxed))
+        atomic_fetch_add_explicit(&busy.spins, 1, memory_order_relaxed);
+    atomic_fetch_add(&busy.done, 1);
+}
+
+static void busy_sleeper(void *arg)
+{
+    (void)arg;
+    struct span s = span_start();
+    gmp_sleep(20 * MS);
+    G_CHECK(span_at_least(s, 20 * MS));
+    atomic_store(&busy.stop, 1);
+    atomic_fetch_add(&busy.done, 1);
+}
+
+static void busy_reset(void)
+{
+    atomic_store(&busy.stop, 0);
+    atomic_store(&busy.started, 0);
+    atomic_store(&busy.done, 0);
+    atomic_store(&busy.spins, 0);
+}
+
+/* Waits for the busy goroutines and the sleeper; on a hang it stops the
+ * busy ones first, so that one failure does not leave them running into
+ * the tests after it. */
+static int busy_wait(int64_t n)
+{
+    int rc = h_wait(&busy.done, n);
+    if (rc != 0) {
+        atomic_store(&busy.stop, 1);
+        h_wait(&busy.done, n);
+    }
+    return rc;
+}
+
+/* Goroutines yield in a loop until a sleeper wakes, one per P (each P's
+ * own queue empty: a yield finds only itself to run again) or two per P:
+ * the run queues are never empty, and the timer must still fire. */
+static void test_sleep_fires_while_ps_yield(void **state)
+{
+    bad_reset();
+    int procs = procs_of(state);
+    for (int round = 0; round < 4; round++) {
+        int n = (round & 1) ? 2 * procs : procs;
+        busy_reset();
+        for (int i = 0; i < n; i++)
+            assert_int_equal(gmp_go(busy_yielder, NULL), 0);
+        assert_int_equal(h_wait(&busy.started, n), 0);
+        assert_int_equal(gmp_go(busy_sleeper, NULL), 0);
+        assert_int_equal(busy_wait(n + 1), 0);
+    }
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+/* As many goroutines as Ps spin without a runtime call until a sleeper
+ * wakes: only preemption by signal lets the sleeper start and its timer
+ * run. Needs preemption by signal (x86-64; not under TSan or with
+ * asyncpreemptoff=1, gmprt.h). */
+static void test_sleep_fires_while_ps_spin(void **state)
+{
+#if defined(H_TSAN) || !defined(__x86_64__)
+    skip();
+#endif
+    const char *dbg = getenv("GMP_DEBUG");
+    if (dbg && strstr(dbg, "asyncpreemptoff=1"))
+        skip();
+    bad_reset();
+    int procs = procs_of(state);
+    for (int round = 0; round < 2; round++) {
+        busy_reset();
+        assert_int_equal(gmp_go(busy_sleeper, NULL), 0);
+        for (int i = 0; i < procs; i++)
+            assert_int_equal(gmp_go(busy_spinner, NULL), 0);
+        assert_int_equal(busy_wait(procs + 1), 0);
+    }
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+/* ---- An earlier timer wakes the idle poller --------------------------------- */
+
+#define EW_LONG  (2000 * MS)
+#define EW_SHORT (20 * MS)
+
+static struct {
+    int64_t long_due;               /* the long sleeper's deadline, bound */
+    gmp_chan_t *kick;
+    _Atomic int64_t long_in, long_woke, short_woke, seq;
+    _Atomic int64_t long_seq, short_seq[2], short_before_due[2];
+} ew;
+
+static void ew_long(void *arg)
+{
+    (void)arg;
+    ew.long_due = gmp_nanotime() + EW_LONG;
+    atomic_store(&ew.long_in, 1);
+    gmp_sleep(EW_LONG);
+    atomic_store(&ew.long_seq, atomic_fetch_add(&ew.seq, 1));
+    atomic_store(&ew.long_woke, 1);
+}
+
+static void ew_short(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    gmp_sleep(EW_SHORT);
+    /* Before the long one is even due: its timer cannot have woken the
+     * poller for us. */
+    atomic_store(&ew.short_before_due[i], gmp_nanotime() < ew.long_due);
+    atomic_store(&ew.short_seq[i], atomic_fetch_add(&ew.seq, 1));
+    atomic_fetch_add(&ew.short_woke, 1);
+}
+
+static void ew_spawner(void *arg)
+{
+    (void)arg;
+    G_CHECK(gmp_chan_recv(ew.kick, NULL) == 0);
+    G_CHECK(gmp_go(ew_short, (void *)(intptr_t)1) == 0);
+}
+
+/* Every P idle, the only timer 2 s away, the process still (its threads
+ * asleep in the kernel, the poller among them). A goroutine started then
+ * sleeps 20 ms: it wakes while the 2 s sleeper is not yet due. Once with
+ * the goroutine started by the test thread, once by a goroutine that the
+ * test thread wakes through a channel. */
+static void test_earlier_timer_wakes_idle_poller(void **state)
+{
+    bad_reset();
+    atomic_store(&ew.long_in, 0);
+    atomic_store(&ew.long_woke, 0);
+    atomic_store(&ew.short_woke, 0);
+    atomic_store(&ew.seq, 0);
+    for (int i = 0; i < 2; i++)
+        atomic_store(&ew.short_before_due[i], 0);
+    ew.kick = mkchan(0, 0);
+    assert_int_equal(gmp_go(ew_spawner, NULL), 0);
+    assert_int_equal(gmp_go(ew_long, NULL), 0);
+    assert_int_equal(h_wait(&ew.long_in, 1), 0);
+    assert_int_equal(h_still(), 0);
+
+    assert_int_equal(gmp_go(ew_short, (void *)(intptr_t)0), 0);
+    assert_int_equal(h_wait(&ew.short_woke, 1), 0);
+    assert_int_equal(atomic_load(&ew.short_before_due[0]), 1);
+    assert_int_equal(atomic_load(&ew.long_woke), 0);
+
+    assert_int_equal(h_still(), 0);
+    assert_int_equal(gmp_chan_send(ew.kick, NULL), 0);
+    assert_int_equal(h_wait(&ew.short_woke, 2), 0);
+    assert_int_equal(atomic_load(&ew.short_before_due[1]), 1);
+
+    assert_int_equal(h_wait(&ew.long_woke, 1), 0);
+    assert_true(atomic_load(&ew.long_seq) > atomic_load(&ew.short_seq[0]));
+    assert_true(atomic_load(&ew.long_seq) > atomic_load(&ew.short_seq[1]));
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_chan_free(ew.kick);
+    ASSERT_NO_BAD();
+}
+
+/* ---- Select with a timeout ---------------------------------------------- */
+
+static _Atomic int64_t sel_done;
+
+static void sel_nil(void *arg)
+{
+    (void)arg;
+    static const int64_t tmos[] = {1, 1000, 99999, 1000000, 3000001};
+    for (int t = 0; t < 5; t++) {
+        long v = -1, s = 5;
+        gmp_case_t cs[3] = {{NULL, GMP_RECV, &v, 0},
+                            {NULL, GMP_SEND, &s, 0},
+                            {NULL, GMP_RECV, NULL, 0}};
+        struct span sp = span_start();
+        G_CHECK(gmp_select(cs, 3, tmos[t]) == GMP_ETIMEDOUT);
+        G_CHECK(span_at_least(sp, tmos[t]));
+        G_CHECK(v == -1);
+        sp = span_start();
+        G_CHECK(gmp_select(NULL, 0, tmos[t]) == GMP_ETIMEDOUT);
+        G_CHECK(span_at_least(sp, tmos[t]));
+        sp = span_start();
+        G_CHECK(gmp_select(cs, 0, tmos[t]) == GMP_ETIMEDOUT);
+        G_CHECK(span_at_least(sp, tmos[t]));
+    }
+    atomic_fetch_add(&sel_done, 1);
+}
+
+/* A select over NULL channels only (or no case at all) with a positive
+ * timeout returns GMP_ETIMEDOUT, no earlier than the timeout: in
+ * goroutines, on a plain thread and on the test thread. */
+static void test_select_timeout_nil_channels(void **state)
+{
+    bad_reset();
+    atomic_store(&sel_done, 0);
+    struct th t;
+    int g = gmp_procs() > 0 ? 3 : 0;
+    for (int i = 0; i < g; i++)
+        assert_int_equal(gmp_go(sel_nil, NULL), 0);
+    th_start(&t, sel_nil, NULL);
+    sel_nil(NULL);
+    assert_int_equal(h_wait(&sel_done, g + 2), 0);
+    th_join(&t);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+static struct {
+    gmp_chan_t *a, *b;              /* unbuffered, nobody else uses them */
+    gmp_chan_t *full;               /* cap 1, full */
+} sg;
+
+static void sel_gone(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 100; i++) {
+        long r = -1, s = i, t = -1;
+        gmp_case_t k[4] = {{sg.a, GMP_RECV, &r, 0},
+                           {sg.b, GMP_SEND, &s, 0},
+                           {sg.full, GMP_SEND, &s, 0},
+                           {sg.a, GMP_RECV, &t, 0}};
+        int64_t tmo = (i % 5 + 1) * 20 * US;
+        struct span sp = span_start();
+        G_CHECK(gmp_select(k, 4, tmo) == GMP_ETIMEDOUT);
+        G_CHECK(span_at_least(sp, tmo));
+        G_CHECK(r == -1 && t == -1);
+        /* No receiver is left on a, no sender on b. */
+        G_CHECK(gmp_chan_trysend(sg.a, &s) == GMP_EAGAIN);
+        G_CHECK(gmp_chan_tryrecv(sg.b, &r) == GMP_EAGAIN);
+        G_CHECK(r == -1);
+        G_CHECK(gmp_chan_len(sg.full) == 1);
+    }
+    atomic_fetch_add(&sel_done, 1);
+}
+
+/* A select that timed out has left its channels: afterwards a trysend
+ * finds no receiver, a tryrecv no sender, and nothing was performed. */
+static void test_select_timeout_leaves_no_waiter(void **state)
+{
+    bad_reset();
+    atomic_store(&sel_done, 0);
+    sg.a = mkchan(sizeof(long), 0);
+    sg.b = mkchan(sizeof(long), 0);
+    sg.full = mkchan(sizeof(long), 1);
+    long v = 77, r = -1;
+    assert_int_equal(gmp_chan_send(sg.full, &v), 0);
+    struct th t;
+    th_start(&t, sel_gone, NULL);
+    assert_int_equal(h_wait(&sel_done, 1), 0);
+    th_join(&t);
+    assert_int_equal(gmp_go(sel_gone, NULL), 0);
+    assert_int_equal(h_wait(&sel_done, 2), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_int_equal(gmp_chan_trysend(sg.a, &v), GMP_EAGAIN);
+    assert_int_equal(gmp_chan_tryrecv(sg.b, &r), GMP_EAGAIN);
+    assert_int_equal(gmp_chan_tryrecv(sg.full, &r), 0);
+    assert_int_equal(r, 77);
+    gmp_chan_free(sg.a);
+    gmp_chan_free(sg.b);
+    gmp_chan_free(sg.full);
+    ASSERT_NO_BAD();
+}
+
+/* A receiving select with a timeout against a sender that sends after a
+ * similar delay, many times, per pair in lockstep (an ack after each
+ * value). Either the select receives the value, or it times out with
+ * the element untouched and, on an unbuffered channel, the sender still
+ * blocked; the value then arrives by a second receive. Either way the
+ * channel holds nothing more afterwards: nothing lost, nothing twice. */
+#define RACE_PAIRS 4
+#define RACE_ITERS (H_SLOW ? 40 : 400)
+
+struct race {
+    gmp_chan_t *c, *ack;
+    uint64_t seed;
+    _Atomic int64_t sent, by_select, by_drain, done;
+};
+
+static struct race races[RACE_PAIRS];
+
+static void race_receiver(void *arg)
+{
+    struct race *r = arg;
+    uint64_t x = r->seed;
+    bool unbuffered = gmp_chan_cap(r->c) == 0;
+    for (long i = 0; i < RACE_ITERS; i++) {
+        long v = -1;
+        int64_t tmo = 10 * US + (int64_t)(xorshift(&x) % (300 * US));
+        gmp_case_t k = {r->c, GMP_RECV, &v, 12345};
+        int rc = gmp_select(&k, 1, tmo);
+        if (rc == 0) {
+            G_CHECK(k.result == 0);
+            G_CHECK(v == i);
+            atomic_fetch_add(&r->by_select, 1);
+        } else {
+            G_CHECK(rc == GMP_ETIMEDOUT);
+            G_CHECK(v == -1);
+            if (unbuffered)             /* nobody took it: still sending */
+                G_CHECK(atomic_load(&r->sent) == i);
+            gmp_case_t d = {r->c, GMP_RECV, &v, 12345};
+            /* The value is on its way: a long timeout only turns a lost
+             * value into a failed check instead of a hang. */
+            G_CHECK(gmp_select(&d, 1, 20000 * MS) == 0);
+            G_CHECK(d.result == 0);
+            G_CHECK(v == i);
+            atomic_fetch_add(&r->by_drain, 1);
+        }
+        long extra = -1;
+        G_CHECK(gmp_chan_tryrecv(r->c, &extra) == GMP_EAGAIN);
+        G_CHECK(gmp_chan_send(r->ack, NULL) == 0);
+    }
+    atomic_fetch_add(&r->done, 1);
+}
+
+static void race_sender(void *arg)
+{
+    struct race *r = arg;
+    uint64_t x = r->seed * 31 + 7;
+    for (long i = 0; i < RACE_ITERS; i++) {
+        gmp_sleep(10 * US + (int64_t)(xorshift(&x) % (300 * US)));
+        G_CHECK(gmp_chan_send(r->c, &i) == 0);
+        atomic_store(&r->sent, i + 1);
+        G_CHECK(gmp_chan_recv(r->ack, NULL) == 0);
+    }
+    atomic_fetch_add(&r->done, 1);
+}
+
+static void test_select_timeout_races_send(void **state)
+{
+    bad_reset();
+    struct th t[RACE_PAIRS];
+    for (int p = 0; p < RACE_PAIRS; p++) {
+        struct race *r = &races[p];
+        r->c = mkchan(sizeof(long), p & 1);      /* unbuffered and cap 1 */
+        r->ack = mkchan(0, 0);
+        r->seed = 0x1234567ULL * (uint64_t)(p + 1);
+        atomic_store(&r->sent, 0);
+        atomic_store(&r->by_select, 0);
+        atomic_store(&r->by_drain, 0);
+        atomic_store(&r->done, 0);
+        assert_int_equal(gmp_go(race_receiver, r), 0);
+        if (p < 2)                      /* senders: plain threads first */
+            th_start(&t[p], race_sender, r);
+        else
+            assert_int_equal(gmp_go(race_sender, r), 0);
+    }
+    for (int p = 0; p < RACE_PAIRS; p++)
+        assert_int_equal(h_wait(&races[p].done, 2), 0);
+    for (int p = 0; p < 2; p++)
+        th_join(&t[p]);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+    for (int p = 0; p < RACE_PAIRS; p++) {
+        struct race *r = &races[p];
+        assert_int_equal(atomic_load(&r->sent), RACE_ITERS);
+        assert_int_equal(atomic_load(&r->by_select) +
+                             atomic_load(&r->by_drain), RACE_ITERS);
+        assert_int_equal(gmp_chan_len(r->c), 0);
+        gmp_chan_free(r->c);
+        gmp_chan_free(r->ack);
+    }
+}
+
+/* A sending select and a receiving select, both with timeouts of similar
+ * length, on one unbuffered channel: a send completes only with a
+ * receive, so both succeed (the value arrives) or both time out. The two
+ * meet at a barrier after each round. */
+#define DUEL_ITERS (H_SLOW ? 40 : 400)
+
+static struct {
+    gmp_chan_t *c, *bar;
+    int8_t rs[DUEL_ITERS], rr[DUEL_ITERS];
+    long got[DUEL_ITERS];
+    _Atomic int64_t done;
+} duel;
+
+static int8_t outcome(int rc)
+{
+    return rc == 0 ? 1 : rc == GMP_ETIMEDOUT ? 0 : -1;
+}
+
+static void duel_sender(void *arg)
+{
+    uint64_t x = (uint64_t)(uintptr_t)arg | 1;
+    for (long i = 0; i < DUEL_ITERS; i++) {
+        long v = i;
+        int64_t tmo = 5 * US + (int64_t)(xorshift(&x) % (200 * US));
+        gmp_case_t k = {duel.c, GMP_SEND, &v, 12345};
+        duel.rs[i] = outcome(gmp_select(&k, 1, tmo));
+        G_CHECK(gmp_chan_send(duel.bar, NULL) == 0);
+    }
+    atomic_fetch_add(&duel.done, 1);
+}
+
+static void duel_receiver(void *arg)
+{
+    uint64_t x = (uint64_t)(uintptr_t)arg * 3 + 1;
+    for (long i = 0; i < DUEL_ITERS; i++) {
+        long v = -1;
+        int64_t tmo = 5 * US + (int64_t)(xorshift(&x) % (200 * US));
+        gmp_case_t k = {duel.c, GMP_RECV, &v, 12345};
+        duel.rr[i] = outcome(gmp_select(&k, 1, tmo));
+        duel.got[i] = v;
+        G_CHECK(gmp_chan_recv(duel.bar, NULL) == 0);
+    }
+    atomic_fetch_add(&duel.done, 1);
+}
+
+static void test_select_timeout_send_and_receive_agree(void **state)
+{
+    bad_reset();
+    duel.c = mkchan(sizeof(long), 0);
+    duel.bar = mkchan(0, 0);
+    for (int round = 0; round < 2; round++) {
+        struct th t;
+        atomic_store(&duel.done, 0);
+        memset(duel.rs, 9, sizeof duel.rs);
+        memset(duel.rr, 9, sizeof duel.rr);
+        assert_int_equal(gmp_go(duel_receiver, (void *)(uintptr_t)(round + 5)),
+                         0);
+        if (round)
+            th_start(&t, duel_sender, (void *)(uintptr_t)77);
+        else
+            assert_int_equal(gmp_go(duel_sender, (void *)(uintptr_t)77), 0);
+        assert_int_equal(h_wait(&duel.done, 2), 0);
+        if (round)
+            th_join(&t);
+        ASSERT_NO_BAD();
+        for (int i = 0; i < DUEL_ITERS; i++) {
+            if (duel.rs[i] != duel.rr[i] || duel.rs[i] < 0)
+                print_error("round %d: send %d, receive %d\n", i, duel.rs[i],
+                            duel.rr[i]);
+            assert_int_equal(duel.rs[i], duel.rr[i]);
+            assert_true(duel.rs[i] == 0 || duel.rs[i] == 1);
+            assert_int_equal(duel.got[i], duel.rs[i] ? i : -1);
+        }
+    }
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_int_equal(gmp_chan_len(duel.c), 0);
+    gmp_chan_free(duel.c);
+    gmp_chan_free(duel.bar);
+}
+
+/* ---- Cond: timed waits ------------------------------------------------- */
+
+static struct {
+    gmp_mutex_t mu;
+    gmp_cond_t cv;
+    int inside;                     /* under mu */
+    _Atomic int64_t done;
+} ct;
+
+static void ct_waiter(void *arg)
+{
+    static const int64_t tmos[] = {1, 1000, 99999, 1000000, 2000003};
+    int rounds = (int)(intptr_t)arg;
+    for (int r = 0; r < rounds; r++)
+        for (int t = 0; t < 5; t++) {
+            gmp_mutex_lock(&ct.mu);
+            G_CHECK(ct.inside++ == 0);
+            ct.inside--;
+            struct span s = span_start();
+            int rc = gmp_cond_timedwait(&ct.cv, &ct.mu, tmos[t]);
+            G_CHECK(rc == GMP_ETIMEDOUT);
+            G_CHECK(span_at_least(s, tmos[t]));
+            G_CHECK(gmp_mutex_trylock(&ct.mu) == GMP_EBUSY);
+            G_CHECK(ct.inside++ == 0);      /* held: nobody else inside */
+            ct.inside--;
+            gmp_mutex_unlock(&ct.mu);
+        }
+    atomic_fetch_add(&ct.done, 1);
+}
+
+/* With nobody signalling, timed waits on one cond by goroutines, plain
+ * threads and the test thread all return GMP_ETIMEDOUT, no earlier than
+ * asked, with the mutex held (trylock fails, and no two are inside). */
+static void test_cond_timedwait_times_out_holding_mutex(void **state)
+{
+    bad_reset();
+    memset(&ct, 0, sizeof ct);
+    struct th t[2];
+    int g = gmp_procs() > 0 ? 6 : 0;
+    for (int i = 0; i < g; i++)
+        assert_int_equal(gmp_go(ct_waiter, (void *)(intptr_t)4), 0);
+    for (int i = 0; i < 2; i++)
+        th_start(&t[i], ct_waiter, (void *)(intptr_t)4);
+    ct_waiter((void *)(intptr_t)2);
+    assert_int_equal(h_wait(&ct.done, g + 3), 0);
+    for (int i = 0; i < 2; i++)
+        th_join(&t[i]);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+static struct {
+    gmp_mutex_t mu;
+    gmp_cond_t cv;
+    _Atomic int64_t reg, done, rc, held;
+} sb;
+
+static void sb_waiter(void *arg)
+{
+    (void)arg;
+    gmp_mutex_lock(&sb.mu);
+    atomic_store(&sb.reg, 1);
+    int rc = gmp_cond_timedwait(&sb.cv, &sb.mu, 20000 * MS);
+    atomic_store(&sb.held, gmp_mutex_trylock(&sb.mu));
+    gmp_mutex_unlock(&sb.mu);
+    atomic_store(&sb.rc, rc);
+    atomic_fetch_add(&sb.done, 1);
+}
+
+/* A waiter with a 20 s timeout, signalled (or broadcast to) once it is
+ * in the wait, returns 0 with the mutex held. */
+static void test_cond_timedwait_signal_before_timeout(void **state)
+{
+    int rounds = gmp_procs() > 0 ? 24 : 8;
+    for (int i = 0; i < rounds; i++) {
+        struct runner r;
+        atomic_store(&sb.reg, 0);
+        atomic_store(&sb.done, 0);
+        atomic_store(&sb.rc, 12345);
+        atomic_store(&sb.held, 12345);
+        run_as(&r, gmp_procs() == 0 || (i & 1), sb_waiter, NULL);
+        assert_int_equal(h_wait(&sb.reg, 1), 0);
+        gmp_mutex_lock(&sb.mu);             /* it is in the wait */
+        if (i & 2) {
+            if (i & 4)
+                gmp_cond_broadcast(&sb.cv);
+            else
+                gmp_cond_signal(&sb.cv);
+            gmp_mutex_unlock(&sb.mu);
+        } else {
+            gmp_mutex_unlock(&sb.mu);
+            if (i & 4)
+                gmp_cond_broadcast(&sb.cv);
+            else
+                gmp_cond_signal(&sb.cv);
+        }
+        assert_int_equal(h_wait(&sb.done, 1), 0);
+        run_join(&r);
+        assert_int_equal(atomic_load(&sb.rc), 0);
+        assert_int_equal(atomic_load(&sb.held), GMP_EBUSY);
+    }
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
+/* Timed waiters A (one to three) and an untimed waiter B on one cond. */
+static struct {
+    gmp_mutex_t mu;
+    gmp_cond_t cv;
+    int64_t tmo;
+    _Atomic int64_t a_reg, a_done, a_timedout, a_zero;
+    _Atomic int64_t b_reg, b_done;
+} tk;
+
+static void tk_a(void *arg)
+{
+    (void)arg;
+    gmp_mutex_lock(&tk.mu);
+    atomic_fetch_add(&tk.a_reg, 1);
+    struct span s = span_start();
+    int rc = gmp_cond_timedwait(&tk.cv, &tk.mu, tk.tmo);
+    G_CHECK(gmp_mutex_trylock(&tk.mu) == GMP_EBUSY);
+    if (rc == GMP_ETIMEDOUT) {
+        G_CHECK(span_at_least(s, tk.tmo));
+        atomic_fetch_add(&tk.a_timedout, 1);
+    } else {
+        G_CHECK(rc == 0);
+        atomic_fetch_add(&tk.a_zero, 1);
+    }
+    gmp_mutex_unlock(&tk.mu);
+    atomic_fetch_add(&tk.a_done, 1);
+}
+
+static void tk_b(void *arg)
+{
+    (void)arg;
+    gmp_mutex_lock(&tk.mu);
+    atomic_fetch_add(&tk.b_reg, 1);
+    gmp_cond_wait(&tk.cv, &tk.mu);
+    G_CHECK(gmp_mutex_trylock(&tk.mu) == GMP_EBUSY);
+    gmp_mutex_unlock(&tk.mu);
+    atomic_fetch_add(&tk.b_done, 1);
+}
+
+static void tk_reset(int64_t tmo)
+{
+    tk.tmo = tmo;
+    atomic_store(&tk.a_reg, 0);
+    atomic_store(&tk.a_done, 0);
+    atomic_store(&tk.a_timedout, 0);
+    atomic_store(&tk.a_zero, 0);
+    atomic_store(&tk.b_reg, 0);
+    atomic_store(&tk.b_done, 0);
+}
+
+/* Waits until n waiters registered under the mutex, then takes and
+ * drops it: each of them has queued itself in the wait since. */
+static void tk_queued(_Atomic int64_t *reg, int64_t n)
+{
+    assert_int_equal(h_wait(reg, n), 0);
+    gmp_mutex_lock(&tk.mu);
+    gmp_mutex_unlock(&tk.mu);
+}
+
+/* Timed waiters that queued first and timed out do not take the signal
+ * meant for an untimed waiter B: one signal wakes B. B queues either
+ * while the timed ones still wait (even rounds), or after they timed out
+ * and a signal sent to nobody was lost (odd rounds: B must then not wake
+ * before the next signal). Nothing wakes B but a signal. */
+static void test_cond_timed_out_waiter_keeps_no_signal(void **state)
+{
+    bool threads_only = gmp_procs() == 0;
+    int rounds = threads_only ? 6 : 12;
+    for (int i = 0; i < rounds; i++) {
+        int na = 1 + i % 3;
+        struct runner ra[3], rb;
+        tk_reset(1 * MS + (i % 4) * 300 * US);
+        for (int k = 0; k < na; k++)
+            run_as(&ra[k], threads_only || ((i + k) & 1), tk_a, NULL);
+        tk_queued(&tk.a_reg, na);
+        if (!(i & 1)) {
+            run_as(&rb, threads_only || (i & 2), tk_b, NULL);
+            tk_queued(&tk.b_reg, 1);
+        }
+        assert_int_equal(h_wait(&tk.a_done, na), 0);
+        assert_int_equal(atomic_load(&tk.a_timedout), na);
+        if (i & 1) {
+            gmp_cond_signal(&tk.cv);        /* nobody waits: lost */
+            run_as(&rb, threads_only || (i & 2), tk_b, NULL);
+            tk_queued(&tk.b_reg, 1);
+        }
+        assert_int_equal(h_still(), 0);
+        assert_int_equal(atomic_load(&tk.b_done), 0);
+        gmp_cond_signal(&tk.cv);
+        assert_int_equal(h_wait(&tk.b_done, 1), 0);
+        for (int k = 0; k < na; k++)
+            run_join(&ra[k]);
+        run_join(&rb);
+    }
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+/* The signal races the timeout: a timed waiter A queues first, an untimed
+ * B second, and the test thread signals once after a delay close to A's
+ * timeout. If A returned 0 it took the signal and B must still sleep
+ * until a second one; if A timed out the signal was B's and B wakes. */
+static void test_cond_signal_races_timeout(void **state)
+{
+    bool threads_only = gmp_procs() == 0;
+    int rounds = H_SLOW || threads_only ? 16 : 60;
+    uint64_t x = 0xfeedULL;
+    int took = 0, passed = 0;
+    for (int i = 0; i < rounds; i++) {
+        struct runner ra, rb;
+        tk_reset(200 * US + (int64_t)(xorshift(&x) % (400 * US)));
+        int64_t delay = 200 * US + (int64_t)(xorshift(&x) % (400 * US));
+        run_as(&ra, threads_only || (i & 1), tk_a, NULL);
+        tk_queued(&tk.a_reg, 1);
+        run_as(&rb, threads_only || (i & 2), tk_b, NULL);
+        tk_queued(&tk.b_reg, 1);
+        gmp_sleep(delay);
+        gmp_cond_signal(&tk.cv);
+        assert_int_equal(h_wait(&tk.a_done, 1), 0);
+        if (atomic_load(&tk.a_zero) == 1) {
+            took++;
+            assert_int_equal(h_still(), 0);
+            assert_int_equal(atomic_load(&tk.b_done), 0);
+            gmp_cond_signal(&tk.cv);
+        } else {
+            passed++;
+            assert_int_equal(atomic_load(&tk.a_timedout), 1);
+        }
+        assert_int_equal(h_wait(&tk.b_done, 1), 0);
+        run_join(&ra);
+        run_join(&rb);
+    }
+    assert_int_equal(took + passed, rounds);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+/* Broadcast over a mix of waiters: untimed, 20 s timeouts, GMP_FOREVER,
+ * and short timeouts that expire first. Every waiter still waiting gets
+ * 0 from the broadcast; the short ones got GMP_ETIMEDOUT. */
+#define MIX_N 16
+
+static struct {
+    gmp_mutex_t mu;
+    gmp_cond_t cv;
+    int inside;                     /* under mu */
+    _Atomic int64_t reg, done, short_done;
+    _Atomic int64_t rc[MIX_N];
+} mix;
+
+static int mix_kind(int i)
+{
+    return i % 4;   /* 0 untimed, 1 20 s, 2 short, 3 GMP_FOREVER */
+}
+
+static void mix_waiter(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    gmp_mutex_lock(&mix.mu);
+    atomic_fetch_add(&mix.reg, 1);
+    int rc;
+    switch (mix_kind(i)) {
+    case 0:
+        gmp_cond_wait(&mix.cv, &mix.mu);
+        rc = 0;
+        break;
+    case 1:
+        rc = gmp_cond_timedwait(&mix.cv, &mix.mu, 20000 * MS);
+        break;
+    case 2:
+        rc = gmp_cond_timedwait(&mix.cv, &mix.mu, (1 + i % 3) * MS);
+        break;
+    default:
+        rc = gmp_cond_timedwait(&mix.cv, &mix.mu, GMP_FOREVER);
+        break;
+    }
+    G_CHECK(gmp_mutex_trylock(&mix.mu) == GMP_EBUSY);
+    G_CHECK(mix.inside++ == 0);
+    mix.inside--;
+    gmp_mutex_unlock(&mix.mu);
+    atomic_store(&mix.rc[i], rc);
+    if (mix_kind(i) == 2)
+        atomic_fetch_add(&mix.short_done, 1);
+    atomic_fetch_add(&mix.done, 1);
+}
+
+static void test_cond_broadcast_mixed_timed_and_untimed(void **state)
+{
+    bad_reset();
+    bool threads_only = gmp_procs() == 0;
+    int n = threads_only ? 8 : MIX_N;
+    int nshort = 0;
+    for (int i = 0; i < n; i++)
+        nshort += mix_kind(i) == 2;
+    for (int round = 0; round < 4; round++) {
+        struct runner r[MIX_N];
+        mix.inside = 0;
+        atomic_store(&mix.reg, 0);
+        atomic_store(&mix.done, 0);
+        atomic_store(&mix.short_done, 0);
+        for (int i = 0; i < n; i++) {
+            atomic_store(&mix.rc[i], 12345);
+            run_as(&r[i], threads_only || (i + round) % 3 == 0, mix_waiter,
+                   (void *)(intptr_t)i);
+        }
+        assert_int_equal(h_wait(&mix.reg, n), 0);
+        gmp_mutex_lock(&mix.mu);            /* all are in the wait */
+        gmp_mutex_unlock(&mix.mu);
+        assert_int_equal(h_wait(&mix.short_done, nshort), 0);
+        assert_int_equal(atomic_load(&mix.done), nshort);
+        if (round & 1) {
+            gmp_mutex_lock(&mix.mu);
+            gmp_cond_broadcast(&mix.cv);
+            gmp_mutex_unlock(&mix.mu);
+        } else {
+            gmp_cond_broadcast(&mix.cv);
+        }
+        assert_int_equal(h_wait(&mix.done, n), 0);
+        for (int i = 0; i < n; i++) {
+            run_join(&r[i]);
+            assert_int_equal(atomic_load(&mix.rc[i]),
+                             mix_kind(i) == 2 ? GMP_ETIMEDOUT : 0);
+        }
+    }
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+}
+
+int main(void)
+{
+    const struct CMUnitTest fork[] = {
+        cmocka_unit_test(test_sleep_forever_abandoned_when_main_returns),
+        cmocka_unit_test(test_timer_no_deadlock_while_goroutine_sleeps),
+        cmocka_unit_test(test_timer_no_deadlock_while_main_waits_with_timeout),
+        cmocka_unit_test(test_timer_deadlock_once_timers_fired),
+        cmocka_unit_test(test_timer_deadlock_after_timed_waits_woken_early),
+    };
+    /* Plain threads only, no runtime: every blocking call works there. */
+    const struct CMUnitTest none[] = {
+        cmocka_unit_test(test_sleep_zero_and_negative_return),
+        cmocka_unit_test(test_sleep_plain_thread),
+        cmocka_unit_test(test_select_timeout_nil_channels),
+        cmocka_unit_test(test_cond_timedwait_times_out_holding_mutex),
+        cmocka_unit_test(test_cond_timedwait_signal_before_timeout),
+        cmocka_unit_test(test_cond_timed_out_waiter_keeps_no_signal),
+        cmocka_unit_test(test_cond_signal_races_timeout),
+        cmocka_unit_test(test_cond_broadcast_mixed_timed_and_untimed),
+    };
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_sleep_wakes_in_deadline_order),
+        cmocka_unit_test(test_sleep_never_shorter_than_asked),
+        cmocka_unit_test(test_sleep_many_sleepers_all_wake),
+        cmocka_unit_test(test_sleep_zero_and_negative_return),
+        cmocka_unit_test(test_sleep_plain_thread),
+        cmocka_unit_test(test_sleep_fires_while_ps_yield),
+        cmocka_unit_test(test_sleep_fires_while_ps_spin),
+        cmocka_unit_test(test_earlier_timer_wakes_idle_poller),
+        cmocka_unit_test(test_select_timeout_nil_channels),
+        cmocka_unit_test(test_select_timeout_leaves_no_waiter),
+        cmocka_unit_test(test_select_timeout_races_send),
+        cmocka_unit_test(test_select_timeout_send_and_receive_agree),
+        cmocka_unit_test(test_cond_timedwait_times_out_holding_mutex),
+        cmocka_unit_test(test_cond_timedwait_signal_before_timeout),
+        cmocka_unit_test(test_cond_timed_out_waiter_keeps_no_signal),
+        cmocka_unit_test(test_cond_signal_races_timeout),
+        cmocka_unit_test(test_cond_broadcast_mixed_timed_and_untimed),
+    };
+    /* The forking tests first, while no runtime runs in this process. */
+    return cmocka_run_group_tests_name("timer fork", fork, NULL, NULL)
+         + cmocka_run_group_tests_name("timer no runtime", none, NULL, NULL)
+         + cmocka_run_group_tests_name("timer procs=1", t, h_up_1, h_down)
+         + cmocka_run_group_tests_name("timer procs=2", t, h_up_2, h_down)
+         + cmocka_run_group_tests_name("timer procs=4", t, h_up_4, h_down);
+}
