@@ -356,15 +356,22 @@ static int pd_register(struct schedt *s, struct gmp__pd *pd, int fd)
 
 int gmp__pd_enter(struct schedt *s, int fd, struct gmp__pd **out)
 {
+    if (fd < 0 || fd >= PD_TOP * PD_CHUNK)
+        return GMP_EBADF;           /* no such fd can be open */
     struct gmp__pd *pd = pd_lookup(s, fd);
     if (!pd)
-        return fd < 0 ? GMP_EBADF : GMP_ENOMEM;
+        return GMP_ENOMEM;
     /* Acquire on success: pairs with gmp__pd_close's release of a reset
-     * descriptor. */
+     * descriptor. A close in progress may already have freed the number
+     * for a new open(2) whose caller is us: wait for it to finish, then
+     * take the descriptor fresh (a call on the old fd then fails in its
+     * system call, EBADF, as it would after any close). */
     uint32_t v = atomic_load_explicit(&pd->refs, memory_order_relaxed);
     do {
-        if (v & PD_CLOSING)
-            return GMP_EBADF;
+        while (v & PD_CLOSING) {
+            gmp_yield();             /* a G: let the closer's side run */
+            v = atomic_load_explicit(&pd->refs, memory_order_relaxed);
+        }
     } while (!atomic_compare_exchange_weak_explicit(
         &pd->refs, &v, v + 1, memory_order_acquire, memory_order_relaxed));
     int err = 0;

@@ -250,17 +250,23 @@ static void timedpark_fire(struct gmp__timer *t)
     }
 }
 
-/* Arms the timer before the caller's unlock publishes the waiter: until
- * that unlock the G cannot return (its wakers need the lock), so the
- * timer's memory outlives any firing. The poller is told afterwards. */
+/* Arms the timer before the caller's unlock publishes the waiter. The
+ * timer needs no lock to fire, so the G may be woken and return as soon
+ * as it is added: nothing of tp is read after that. The poller is told
+ * afterwards. */
 static bool timedpark_commit(struct g *gp, void *arg)
 {
     struct timedpark *tp = arg;
     struct m *mp = gmp__getm();
     struct schedt *s = mp->sched;
+    /* Read before the add: from then on the timer may fire on another M
+     * and the G return, taking tp with it; only the unlock's own objects
+     * (not on the G's stack) are used after. */
     int64_t when = tp->t.when;
+    bool (*unlockf)(struct g *, void *) = tp->unlockf;
+    void *lock = tp->lock;
     bool first = gmp__timer_add(mp->p, &tp->t);
-    bool parked = tp->unlockf(gp, tp->lock);
+    bool parked = unlockf(gp, lock);
     if (first)
         gmp__netpoll_wake_for(s, when);
     return parked;
