@@ -18,7 +18,6 @@
 #include <dirent.h>
 #include <pthread.h>
 
-#define DEADLOCK_LINE "gmprt: fatal error: all goroutines are asleep - deadlock!"
 
 /* How long a plain thread lets the program look idle before it acts. No
  * assertion depends on it: the deadlock detector must simply not fire
@@ -35,114 +34,6 @@ static void sleep_ns(long ns)
 }
 
 /* ---- Running a main in a child ------------------------------------------ */
-
-struct dl_case {
-    void (*main_fn)(void *);
-    void (*before)(void);           /* in the child, before gmp_main */
-    int procs;
-};
-
-static void dl_child(void *arg)
-{
-    struct dl_case *c = arg;
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = c->procs;
-    if (c->before)
-        c->before();
-    int rc = gmp_main(c->main_fn, NULL, &cfg);
-    printf("gmp_main returned %d\n", rc);
-    fflush(stdout);
-    _exit(rc == 0 ? 0 : 10);
-}
-
-/* A goroutine about to block for ever says so on stdout (flushed: the
- * abort loses what is buffered): its id and the wait reason the report
- * must give it. */
-static void announce(const char *reason)
-{
-    printf("blocked %llu %s\n", (unsigned long long)gmp_id(), reason);
-    fflush(stdout);
-}
-
-/* The child dies of SIGABRT after the deadlock line. The goroutine
- * states follow it, one line each in Go's form "goroutine <id>
- * [<wait reason>]:": exactly the goroutines that announced they block
- * (those that finished are not listed). */
-static void expect_deadlock_procs(void (*fn)(void *), int procs)
-{
-    struct dl_case c = {fn, NULL, procs};
-    struct h_child res;
-    assert_int_equal(h_fork(dl_child, &c, &res), 0);
-    h_assert_killed_by(&res, SIGABRT);
-    if (!h_has_line(res.err, DEADLOCK_LINE))
-        print_error("procs=%d: stderr lacks the line:\n%s\n", procs, res.err);
-    assert_true(h_has_line(res.err, DEADLOCK_LINE));
-    /* main never got past its wait */
-    assert_null(strstr(res.out, "returned"));
-
-    const char *after = strstr(res.err, DEADLOCK_LINE) + strlen(DEADLOCK_LINE);
-    int announced = 0, listed = 0;
-    for (const char *p = res.out; (p = strstr(p, "blocked ")) != NULL;) {
-        unsigned long long id;
-        char reason[64], want[128];
-        int len = 0;
-        assert_int_equal(sscanf(p, "blocked %llu %n", &id, &len), 1);
-        p += len;
-        const char *eol = strchr(p, '\n');
-        assert_non_null(eol);
-        assert_true((size_t)(eol - p) < sizeof reason);
-        memcpy(reason, p, (size_t)(eol - p));
-        reason[eol - p] = '\0';
-        p = eol;
-        snprintf(want, sizeof want, "goroutine %llu [%s]:", id, reason);
-        if (!h_has_line(after, want))
-            print_error("procs=%d: no line \"%s\" after the fatal line:\n%s\n",
-                        procs, want, res.err);
-        assert_true(h_has_line(after, want));
-        announced++;
-    }
-    for (const char *p = after; (p = strstr(p, "\ngoroutine ")) != NULL; p++)
-        listed++;
-    if (listed != announced)
-        print_error("procs=%d: %d goroutines listed, %d blocked:\n%s\n"
-                    "stdout:\n%s\n", procs, listed, announced, res.err, res.out);
-    assert_true(announced >= 1);
-    assert_int_equal(listed, announced);
-}
-
-static void expect_deadlock(void (*fn)(void *))
-{
-#if defined(H_TSAN) || GMP_TEST_EMULATED
-    /* TSan runs a background thread of its own in every process that
-     * started a thread, and qemu-user's /proc shows the emulator's own
-     * threads. The runtime counts every thread that is not its own as one
-     * that might still act (src/deadlock.c), so there it can never prove
-     * a deadlock: the child would hang until the h_fork deadline. */
-    skip();
-#endif
-    expect_deadlock_procs(fn, 1);
-    expect_deadlock_procs(fn, 4);
-}
-
-/* The child's main finishes, says "ok", and gmp_main returns 0. */
-static void expect_clean_with(void (*fn)(void *), void (*before)(void),
-                              int procs)
-{
-    struct dl_case c = {fn, before, procs};
-    struct h_child res;
-    assert_int_equal(h_fork(dl_child, &c, &res), 0);
-    if (res.timed_out || !WIFEXITED(res.status) || WEXITSTATUS(res.status))
-        print_error("procs=%d: child status %#x (timed out %d)\n"
-                    "stdout:\n%s\nstderr:\n%s\n", procs, res.status,
-                    (int)res.timed_out, res.out, res.err);
-    assert_false(res.timed_out);
-    assert_true(WIFEXITED(res.status));
-    assert_int_equal(WEXITSTATUS(res.status), 0);
-    assert_null(strstr(res.err, "fatal error"));
-    assert_true(h_has_line(res.out, "ok"));
-    assert_true(h_has_line(res.out, "gmp_main returned 0"));
-}
 
 static void expect_clean(void (*fn)(void *))
 {

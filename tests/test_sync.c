@@ -22,41 +22,6 @@
 
 /* ---- Helpers ------------------------------------------------------------ */
 
-/* Runs fn(arg) as a goroutine or on a new plain thread. */
-struct runner {
-    void (*fn)(void *);
-    void *arg;
-    bool thread;
-    pthread_t t;
-};
-
-static void *runner_thread(void *p)
-{
-    struct runner *r = p;
-    r->fn(r->arg);
-    return NULL;
-}
-
-static void run_as(struct runner *r, bool thread, void (*fn)(void *),
-                   void *arg)
-{
-    r->fn = fn;
-    r->arg = arg;
-    r->thread = thread;
-    if (thread)
-        assert_int_equal(pthread_create(&r->t, NULL, runner_thread, r), 0);
-    else
-        assert_int_equal(gmp_go(fn, arg), 0);
-}
-
-static void run_join(struct runner *r)
-{
-    if (r->thread) {
-        assert_int_equal(pthread_join(r->t, NULL), 0);
-        r->thread = false;
-    }
-}
-
 /* ---- Mutex: zero value, trylock ----------------------------------------- */
 
 static struct {

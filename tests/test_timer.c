@@ -46,67 +46,7 @@
 
 #include "timer.h"                  /* gmp__timers_next (white-box) */
 
-#define US ((int64_t)1000)
-#define MS ((int64_t)1000000)
-
-#define DEADLOCK_LINE "gmprt: fatal error: all goroutines are asleep - deadlock!"
-
 /* ---- Helpers ------------------------------------------------------------ */
-
-/* Both clocks at the start of a wait. */
-struct span {
-    int64_t mono, gmp;
-};
-
-static struct span span_start(void)
-{
-    struct span s;
-    s.mono = h_now();
-    s.gmp = gmp_nanotime();
-    return s;
-}
-
-/* True when at least ns have passed since s, by both clocks. */
-static bool span_at_least(struct span s, int64_t ns)
-{
-    int64_t g = gmp_nanotime(), m = h_now();
-    return g - s.gmp >= ns && m - s.mono >= ns;
-}
-
-/* Runs fn(arg) as a goroutine or on a new plain thread. */
-struct runner {
-    void (*fn)(void *);
-    void *arg;
-    bool thread;
-    pthread_t t;
-};
-
-static void *runner_thread(void *p)
-{
-    struct runner *r = p;
-    r->fn(r->arg);
-    return NULL;
-}
-
-static void run_as(struct runner *r, bool thread, void (*fn)(void *),
-                   void *arg)
-{
-    r->fn = fn;
-    r->arg = arg;
-    r->thread = thread;
-    if (thread)
-        assert_int_equal(pthread_create(&r->t, NULL, runner_thread, r), 0);
-    else
-        assert_int_equal(gmp_go(fn, arg), 0);
-}
-
-static void run_join(struct runner *r)
-{
-    if (r->thread) {
-        assert_int_equal(pthread_join(r->t, NULL), 0);
-        r->thread = false;
-    }
-}
 
 static gmp_chan_t *mkchan(size_t sz, size_t cap)
 {
@@ -135,104 +75,6 @@ static int procs_of(void **state)
 }
 
 /* ---- Forked children: gmp_main, deadlock detection ---------------------- */
-
-struct dl_case {
-    void (*main_fn)(void *);
-    int procs;
-};
-
-static void dl_child(void *arg)
-{
-    struct dl_case *c = arg;
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = c->procs;
-    int rc = gmp_main(c->main_fn, NULL, &cfg);
-    printf("gmp_main returned %d\n", rc);
-    fflush(stdout);
-    _exit(rc == 0 ? 0 : 10);
-}
-
-/* A goroutine about to block for ever says so (flushed: the abort loses
- * what is buffered), with the wait reason the report must give it. */
-static void announce(const char *reason)
-{
-    printf("blocked %llu %s\n", (unsigned long long)gmp_id(), reason);
-    fflush(stdout);
-}
-
-/* The child dies of SIGABRT after the deadlock line, which lists exactly
- * the goroutines that announced they block (as test_deadlock.c). */
-static void expect_deadlock_procs(void (*fn)(void *), int procs)
-{
-    struct dl_case c = {fn, procs};
-    struct h_child res;
-    assert_int_equal(h_fork(dl_child, &c, &res), 0);
-    if (!WIFSIGNALED(res.status) || WTERMSIG(res.status) != SIGABRT)
-        print_error("procs=%d: child stdout:\n%s\n", procs, res.out);
-    h_assert_killed_by(&res, SIGABRT);
-    if (!h_has_line(res.err, DEADLOCK_LINE))
-        print_error("procs=%d: stderr lacks the line:\n%s\n", procs, res.err);
-    assert_true(h_has_line(res.err, DEADLOCK_LINE));
-    assert_null(strstr(res.out, "returned"));
-    const char *after = strstr(res.err, DEADLOCK_LINE) + strlen(DEADLOCK_LINE);
-    int announced = 0, listed = 0;
-    for (const char *p = res.out; (p = strstr(p, "blocked ")) != NULL;) {
-        unsigned long long id;
-        char reason[64], want[128];
-        int len = 0;
-        assert_int_equal(sscanf(p, "blocked %llu %n", &id, &len), 1);
-        p += len;
-        const char *eol = strchr(p, '\n');
-        assert_non_null(eol);
-        assert_true((size_t)(eol - p) < sizeof reason);
-        memcpy(reason, p, (size_t)(eol - p));
-        reason[eol - p] = '\0';
-        p = eol;
-        snprintf(want, sizeof want, "goroutine %llu [%s]:", id, reason);
-        if (!h_has_line(after, want))
-            print_error("procs=%d: no line \"%s\" after the fatal line:\n%s\n",
-                        procs, want, res.err);
-        assert_true(h_has_line(after, want));
-        announced++;
-    }
-    for (const char *p = after; (p = strstr(p, "\ngoroutine ")) != NULL; p++)
-        listed++;
-    if (listed != announced)
-        print_error("procs=%d: %d goroutines listed, %d blocked:\n%s\n",
-                    procs, listed, announced, res.err);
-    assert_true(announced >= 1);
-    assert_int_equal(listed, announced);
-}
-
-static void expect_deadlock(void (*fn)(void *))
-{
-#if defined(H_TSAN) || GMP_TEST_EMULATED
-    /* TSan and qemu-user run threads of their own: the runtime can never
-     * prove a deadlock there (test_deadlock.c). */
-    skip();
-#endif
-    expect_deadlock_procs(fn, 1);
-    expect_deadlock_procs(fn, 4);
-}
-
-/* The child's main finishes, prints "ok", and gmp_main returns 0. */
-static void expect_clean(void (*fn)(void *), int procs)
-{
-    struct dl_case c = {fn, procs};
-    struct h_child res;
-    assert_int_equal(h_fork(dl_child, &c, &res), 0);
-    if (res.timed_out || !WIFEXITED(res.status) || WEXITSTATUS(res.status))
-        print_error("procs=%d: child status %#x (timed out %d)\n"
-                    "stdout:\n%s\nstderr:\n%s\n", procs, res.status,
-                    (int)res.timed_out, res.out, res.err);
-    assert_false(res.timed_out);
-    assert_true(WIFEXITED(res.status));
-    assert_int_equal(WEXITSTATUS(res.status), 0);
-    assert_null(strstr(res.err, "fatal error"));
-    assert_true(h_has_line(res.out, "ok"));
-    assert_true(h_has_line(res.out, "gmp_main returned 0"));
-}
 
 /* A goroutine asleep for INT64_MAX (and for other durations whose
  * deadline overflows int64_t) does not wake while the others come and
@@ -288,7 +130,7 @@ static void test_sleep_forever_abandoned_when_main_returns(void **state)
     for (int procs = 1; procs <= 2; procs++) {
         atomic_store(&huge_in, 0);
         atomic_store(&huge_woke, 0);
-        expect_clean(huge_main, procs);
+        expect_clean_with(huge_main, NULL, procs);
     }
 }
 
@@ -313,8 +155,8 @@ static void nodl_sleep_main(void *arg)
 
 static void test_timer_no_deadlock_while_goroutine_sleeps(void **state)
 {
-    expect_clean(nodl_sleep_main, 1);
-    expect_clean(nodl_sleep_main, 2);
+    expect_clean_with(nodl_sleep_main, NULL, 1);
+    expect_clean_with(nodl_sleep_main, NULL, 2);
 }
 
 /* main alone, waiting with timeouts that nothing but the timer ends. */
@@ -340,8 +182,8 @@ static void nodl_timeouts_main(void *arg)
 
 static void test_timer_no_deadlock_while_main_waits_with_timeout(void **state)
 {
-    expect_clean(nodl_timeouts_main, 1);
-    expect_clean(nodl_timeouts_main, 2);
+    expect_clean_with(nodl_timeouts_main, NULL, 1);
+    expect_clean_with(nodl_timeouts_main, NULL, 2);
 }
 
 /* Timers that fired leave nothing behind: once they are done and main
