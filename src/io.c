@@ -39,6 +39,29 @@ static int enter(int fd, struct schedt **s, struct gmp__pd **pd)
     return gmp__pd_enter(*s, fd, pd);
 }
 
+/* After a call failed with errno: 1 to try it again (EINTR, or EAGAIN
+ * and the fd has become ready), else the error to return. */
+static ssize_t retry(struct schedt *s, struct gmp__pd *pd, int mode)
+{
+    if (errno == EINTR)
+        return 1;
+    if (errno != EAGAIN || !pd->pollable)
+        return -errno;
+    int r = gmp__pd_wait(s, pd, mode, 0);
+    return r ? r : 1;
+}
+
+/* A file's read or write may block on the disk: inside the bracket. */
+#define BRACKETED(call)                                                     \
+    ({                                                                      \
+        gmp_syscall_enter();                                                \
+        ssize_t r_ = (call);                                                \
+        int e_ = errno;                                                     \
+        gmp_syscall_exit();                                                 \
+        errno = e_;                                                         \
+        r_;                                                                 \
+    })
+
 ssize_t gmp_read(int fd, void *buf, size_t n)
 {
     if (!buf && n)
@@ -49,27 +72,9 @@ ssize_t gmp_read(int fd, void *buf, size_t n)
     if (err)
         return err;
     ssize_t r;
-    for (;;) {
-        if (pd->pollable) {
-            r = read(fd, buf, n);
-        } else {
-            gmp_syscall_enter();
-            r = read(fd, buf, n);
-            int e = errno;
-            gmp_syscall_exit();
-            errno = e;
-        }
-        if (r >= 0)
-            break;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN || !pd->pollable) {
-            r = -errno;
-            break;
-        }
-        if ((r = gmp__pd_wait(s, pd, PD_R, 0)) != 0)
-            break;
-    }
+    do
+        r = pd->pollable ? read(fd, buf, n) : BRACKETED(read(fd, buf, n));
+    while (r < 0 && (r = retry(s, pd, PD_R)) == 1);
     gmp__pd_exit(pd);
     return r;
 }
@@ -79,14 +84,7 @@ static ssize_t write1(struct gmp__pd *pd, int fd, const char *p, size_t n)
 {
     if (pd->sock)
         return send(fd, p, n, MSG_NOSIGNAL);
-    if (pd->pollable)
-        return write(fd, p, n);
-    gmp_syscall_enter();
-    ssize_t r = write(fd, p, n);
-    int e = errno;
-    gmp_syscall_exit();
-    errno = e;
-    return r;
+    return pd->pollable ? write(fd, p, n) : BRACKETED(write(fd, p, n));
 }
 
 ssize_t gmp_write(int fd, const void *buf, size_t n)
@@ -108,19 +106,12 @@ ssize_t gmp_write(int fd, const void *buf, size_t n)
         r = write1(pd, fd, p + done, n - done);
         if (r >= 0) {
             done += (size_t)r;
-            if (done == n) {
-                r = (ssize_t)n;
-                break;
-            }
-            continue;
-        }
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN || !pd->pollable) {
-            r = -errno;
+            if (done < n)
+                continue;
+            r = (ssize_t)n;
             break;
         }
-        if ((r = gmp__pd_wait(s, pd, PD_W, 0)) != 0)
+        if ((r = retry(s, pd, PD_W)) != 1)
             break;
     }
     gmp_mutex_unlock(&pd->wmu);
@@ -137,23 +128,15 @@ int gmp_accept(int fd, struct sockaddr *addr, socklen_t *len)
     int err = enter(fd, &s, &pd);
     if (err)
         return err;
-    int r;
-    for (;;) {
+    ssize_t r;
+    do {
         r = accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (r >= 0)
-            break;
         /* A connection reset before we took it: take the next (Go). */
-        if (errno == EINTR || errno == ECONNABORTED)
-            continue;
-        if (errno != EAGAIN || !pd->pollable) {
-            r = -errno;
-            break;
-        }
-        if ((r = gmp__pd_wait(s, pd, PD_R, 0)) != 0)
-            break;
-    }
+        if (r < 0 && errno == ECONNABORTED)
+            errno = EINTR;
+    } while (r < 0 && (r = retry(s, pd, PD_R)) == 1);
     gmp__pd_exit(pd);
-    return r;
+    return (int)r;
 }
 
 int gmp_connect(int fd, const struct sockaddr *addr, socklen_t len)
