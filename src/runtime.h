@@ -285,10 +285,10 @@ struct schedt {
     GMP_ALIGNED struct gmp__mutex stacklock;
     struct gstack *sfree;
     struct stackchunk *chunks;
-    char       *chunk_next;         /* next uncarved stack in chunks */
-    char       *chunk_end;
     int         guard_mode;         /* 0 unknown, 1 MADV_GUARD_INSTALL,
                                        2 mprotect */
+    int         pidfd;              /* ours, for process_madvise; -1 none;
+                                       opened with guard_mode */
 
     /* Configuration, fixed while running. */
     int         procs;
