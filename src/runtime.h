@@ -38,6 +38,7 @@
 #define GMP_HIDDEN __attribute__((visibility("hidden")))
 
 struct gmp__timer;                  /* timer.h */
+struct gmp__tslot;
 struct gmp__pd;                     /* netpoll.h */
 #define GMP_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define GMP_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -184,7 +185,7 @@ struct p {
      * idle M and thief reads it. */
     GMP_ALIGNED struct gmp__mutex timerlock;
     _Atomic int64_t timer0when;
-    struct gmp__timer **timers;
+    struct gmp__tslot *timers;
     int32_t     ntimers, timercap;
     /* Goroutines created and finished here (gmp__live_goroutines sums
      * them). Written by the owner only, with release stores. */
