@@ -15,6 +15,14 @@
  *   - With one P (pp->solo) there are no thieves: only Ps steal, and only
  *     from other Ps. The owner then updates runnext and runqhead with plain
  *     (relaxed) loads and stores instead of locked read-modify-writes.
+ *
+ * The global queue is two FIFO lists (docs/design.md, Scheduling): a spill
+ * sends the Gs that have run to GQ_SPILLED, which batch pulls serve first,
+ * and those that never ran to GQ_FIFO, which also takes every direct put
+ * (yield, preemption, a G from another thread). So a G woken while its P
+ * is swamped does not queue behind every G created and not yet started,
+ * and a yielding or preempted G still goes behind everyone, as in Go. The
+ * 61st-tick single pull alternates between the lists: neither starves.
  * Locks: none on the ring; sched.lock for the global queue and the spill.
  */
 #include <time.h>
@@ -22,6 +30,28 @@
 #include "runtime.h"
 
 #define RUNQ_MASK (GMP_RUNQ_SIZE - 1)
+
+/* Adds n to the global count. Relaxed: written under lock; lock-free
+ * readers use it as a hint and take the lock before trusting it. */
+static void runqsize_add(struct schedt *s, int32_t n)
+{
+    atomic_store_explicit(&s->runqsize,
+                          atomic_load_explicit(&s->runqsize,
+                                               memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+static void gq_append(struct gmp__gqueue *q, struct g *head, struct g *tail,
+                      int32_t n)
+{
+    tail->schedlink = NULL;
+    if (q->tail)
+        q->tail->schedlink = head;
+    else
+        q->head = head;
+    q->tail = tail;
+    q->n += n;
+}
 
 /* Moves half the full ring plus gp to the global queue. Returns false when
  * a thief took some of the ring meanwhile (the caller retries the fast
@@ -44,10 +74,24 @@ static bool runqputslow(struct schedt *s, struct p *pp, struct g *gp,
                                                  memory_order_relaxed))
         return false;
     batch[n] = gp;
-    for (uint32_t i = 0; i < n; i++)
-        batch[i]->schedlink = batch[i + 1];
+    /* Gs that have run (readied, or yielded to this ring) go to the list
+     * served first; Gs that never ran, to the FIFO (see the file
+     * comment). Each keeps the ring's order. */
+    struct gmp__gqueue part[2] = {{0}};
+    for (uint32_t i = 0; i <= n; i++) {
+        struct gmp__gqueue *q = &part[batch[i]->stk ? GQ_SPILLED : GQ_FIFO];
+        if (q->tail)
+            q->tail->schedlink = batch[i];
+        else
+            q->head = batch[i];
+        q->tail = batch[i];
+        q->n++;
+    }
     gmp__lock(&s->lock);
-    gmp__globrunqputbatch(s, batch[0], batch[n], (int32_t)n + 1);
+    for (int k = 0; k < 2; k++)
+        if (part[k].n)
+            gq_append(&s->runq[k], part[k].head, part[k].tail, part[k].n);
+    runqsize_add(s, (int32_t)n + 1);
     gmp__unlock(&s->lock);
     return true;
 }
@@ -270,23 +314,27 @@ void gmp__globrunqput(struct schedt *s, struct g *gp)
 void gmp__globrunqputbatch(struct schedt *s, struct g *head, struct g *tail,
                            int32_t n)
 {
-    tail->schedlink = NULL;
-    if (s->runqtail)
-        s->runqtail->schedlink = head;
-    else
-        s->runqhead = head;
-    s->runqtail = tail;
-    /* Relaxed: written under lock; lock-free readers use it as a hint and
-     * take the lock before trusting it. */
-    atomic_store_explicit(&s->runqsize,
-                          atomic_load_explicit(&s->runqsize,
-                                               memory_order_relaxed) + n,
-                          memory_order_relaxed);
+    gq_append(&s->runq[GQ_FIFO], head, tail, n);
+    runqsize_add(s, n);
+}
+
+static struct g *gq_pop(struct gmp__gqueue *q)
+{
+    struct g *gp = q->head;
+    if (gp) {
+        q->head = gp->schedlink;
+        if (!q->head)
+            q->tail = NULL;
+        q->n--;
+    }
+    return gp;
 }
 
 /* Takes a batch of min(len/procs + 1, max, 128) Gs: returns the first and
  * puts the rest on pp's ring, which must have room (it is empty whenever
- * max != 1). Context: owner of pp, holds sched.lock. */
+ * max != 1). The spilled list comes first; the single-G pull of every
+ * 61st tick (max == 1) serves the two lists in turn, so neither starves.
+ * Context: owner of pp, holds sched.lock. */
 struct g *gmp__globrunqget(struct schedt *s, struct p *pp, int32_t max)
 {
     int32_t size = atomic_load_explicit(&s->runqsize, memory_order_relaxed);
@@ -299,18 +347,20 @@ struct g *gmp__globrunqget(struct schedt *s, struct p *pp, int32_t max)
         n = max;
     if (n > GMP_RUNQ_SIZE / 2)
         n = GMP_RUNQ_SIZE / 2;
+    int first = GQ_SPILLED;
+    if (max == 1 && (pp->globturn ^= 1))
+        first = GQ_FIFO;
     /* Relaxed: as in gmp__globrunqputbatch. */
     atomic_store_explicit(&s->runqsize, size - n, memory_order_relaxed);
-
-    struct g *gp = s->runqhead;
-    struct g *rest = gp->schedlink;
-    for (int32_t i = 1; i < n; i++) {
-        struct g *g1 = rest;
-        rest = g1->schedlink;
-        gmp__runqput(s, pp, g1, false);
+    struct g *gp = NULL;
+    for (int32_t i = 0; i < n; i++) {
+        struct g *g1 = gq_pop(&s->runq[first]);
+        if (!g1)
+            g1 = gq_pop(&s->runq[!first]);
+        if (!gp)
+            gp = g1;
+        else
+            gmp__runqput(s, pp, g1, false);
     }
-    s->runqhead = rest;
-    if (!rest)
-        s->runqtail = NULL;
     return gp;
 }

@@ -155,6 +155,8 @@ struct p {
                                        P_SYSCALL handover */
     struct m   *m;                  /* owner, or NULL when idle */
     struct p   *link;               /* idle-P list (sched.lock) */
+    int         globturn;           /* which global list the next 61st-tick
+                                       pull serves first (sched.lock) */
     /* Incremented by the owner (relaxed) on every new time slice and every
      * return from a system call; sysmon reads them (relaxed) to see a G
      * that runs too long or a syscall that blocks. */
@@ -215,13 +217,21 @@ struct stackchunk {                 /* one mmap holding many stacks */
     size_t             len;
 };
 
+/* The global run queue is two FIFO lists: Gs that had run and overflowed a
+ * P's ring, served first, and every other G (runq.c). */
+enum { GQ_SPILLED, GQ_FIFO };
+struct gmp__gqueue {
+    struct g *head, *tail;
+    int32_t   n;
+};
+
 struct schedt {
     /* Global run queue and idle lists. lock guards runqhead/runqtail,
      * pidle, midle, allm, mcount, and the M exit fields. */
     GMP_ALIGNED struct gmp__mutex lock;
-    struct g   *runqhead, *runqtail;
-    _Atomic int32_t runqsize;       /* written under lock; read without it
-                                       as an emptiness hint */
+    struct gmp__gqueue runq[2];     /* GQ_SPILLED, GQ_FIFO (runq.c) */
+    _Atomic int32_t runqsize;       /* both lists; written under lock, read
+                                       without it as an emptiness hint */
     struct p   *pidle;
     struct m   *midle;
     struct m   *allm;

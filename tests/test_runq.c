@@ -11,6 +11,9 @@
  *   - the 257th ring put spills exactly 129 Gs (the older half of the ring
  *     and the new one, in order) to the global queue;
  *   - globrunqget takes min(len/procs + 1, len, max, 128);
+ *   - a spill sends the Gs that have run to a list the global queue
+ *     serves first, the others (and every direct put) to its FIFO;
+ *     single pulls (the 61st tick) serve the two in turn;
  *   - a steal takes half (rounded up) of the victim's ring, and runnext
  *     only when asked to and the ring is empty;
  *   - under a racing owner and thieves every G is taken exactly once;
@@ -64,10 +67,11 @@ static uint32_t ringlen(struct p *pp)
     return atomic_load(&pp->runqtail) - atomic_load(&pp->runqhead);
 }
 
-/* Index of the G the global queue holds at position i (0: head). */
+/* Index of the G the global queue holds at position i (0: head). The
+ * fake Gs have no stack, so they sit on the list of Gs that never ran. */
 static long globat(struct schedt *s, struct g *gs, int i)
 {
-    struct g *gp = s->runqhead;
+    struct g *gp = s->runq[GQ_FIFO].head;
     while (gp && i-- > 0)
         gp = gp->schedlink;
     return gp ? (long)(gp - gs) : -1;
@@ -182,7 +186,7 @@ static void test_runq_full_ring_spills_129(void **state)
         gmp__runqput(s, pp, &gs[i], false);
     assert_int_equal(ringlen(pp), GMP_RUNQ_SIZE);
     assert_int_equal(atomic_load(&s->runqsize), 0);
-    assert_null(s->runqhead);
+    assert_null(s->runq[GQ_FIFO].head);
 
     gmp__runqput(s, pp, &gs[GMP_RUNQ_SIZE], false);
     assert_int_equal(atomic_load(&s->runqsize), GMP_RUNQ_SIZE / 2 + 1);
@@ -191,8 +195,8 @@ static void test_runq_full_ring_spills_129(void **state)
         assert_int_equal(globat(s, gs, i), i);
     assert_int_equal(globat(s, gs, GMP_RUNQ_SIZE / 2), GMP_RUNQ_SIZE);
     assert_int_equal(globat(s, gs, GMP_RUNQ_SIZE / 2 + 1), -1);
-    assert_ptr_equal(s->runqtail, &gs[GMP_RUNQ_SIZE]);
-    assert_null(s->runqtail->schedlink);
+    assert_ptr_equal(s->runq[GQ_FIFO].tail, &gs[GMP_RUNQ_SIZE]);
+    assert_null(s->runq[GQ_FIFO].tail->schedlink);
     assert_int_equal(atomic_load(&s->lock.key), 0);     /* released */
 
     /* The newer half stays on the ring, still in order. */
@@ -257,9 +261,9 @@ static void test_runq_globrunqget_batch_size(void **state)
         assert_int_equal(atomic_load(&s->runqsize), len - want);
         assert_int_equal(globat(s, gs, 0), want < len ? want : -1);
         if (want == len)
-            assert_null(s->runqtail);
+            assert_null(s->runq[GQ_FIFO].tail);
         else
-            assert_ptr_equal(s->runqtail, &gs[len - 1]);
+            assert_ptr_equal(s->runq[GQ_FIFO].tail, &gs[len - 1]);
         for (int i = 1; i < want; i++)
             assert_int_equal(idx(gs, gmp__runqget(pp, &inherit)), i);
         assert_null(gmp__runqget(pp, &inherit));
@@ -298,6 +302,78 @@ static void test_runq_globrunqputbatch_appends_in_order(void **state)
         assert_int_equal(globat(s, gs, i), i);
     assert_int_equal(globat(s, gs, 6), -1);
     free(gs);
+    free(s);
+}
+
+/* Gs that had run and overflowed a ring come out of the global queue
+ * before the rest, FIFO within each list; single pulls alternate between
+ * the lists, so neither starves. Gs put on the global queue directly
+ * (yields, preemptions) join the FIFO even when they have run. */
+static void test_runq_global_spilled_before_fifo(void **state)
+{
+    struct schedt *s = sched_new(1);
+    struct p *pp = p_new(0);
+    struct g *gs = gs_new(GMP_RUNQ_SIZE + 5);
+    struct gstack fake;             /* only its address matters */
+    bool inherit;
+    /* Ring: 0..255, of which the odd ones have run; 256 (run) spills
+     * 0..127 and itself. */
+    for (int i = 0; i <= GMP_RUNQ_SIZE; i++) {
+        if (i % 2 || i == GMP_RUNQ_SIZE)
+            gs[i].stk = &fake;
+        gmp__runqput(s, pp, &gs[i], false);
+    }
+    assert_int_equal(s->runq[GQ_SPILLED].n, GMP_RUNQ_SIZE / 4 + 1);
+    assert_int_equal(s->runq[GQ_FIFO].n, GMP_RUNQ_SIZE / 4);
+    /* A yielded G that has run goes to the FIFO's tail. */
+    gs[GMP_RUNQ_SIZE + 1].stk = &fake;
+    gmp__lock(&s->lock);
+    gmp__globrunqput(s, &gs[GMP_RUNQ_SIZE + 1]);
+    gmp__unlock(&s->lock);
+    while (gmp__runqget(pp, &inherit))     /* empty the ring */
+        ;
+
+    long want[GMP_RUNQ_SIZE / 2 + 2];
+    int k = 0;
+    for (int i = 1; i < GMP_RUNQ_SIZE / 2; i += 2)
+        want[k++] = i;
+    want[k++] = GMP_RUNQ_SIZE;
+    for (int i = 0; i < GMP_RUNQ_SIZE / 2; i += 2)
+        want[k++] = i;
+    want[k++] = GMP_RUNQ_SIZE + 1;
+    int got = 0;
+    for (;;) {
+        gmp__lock(&s->lock);
+        struct g *gp = gmp__globrunqget(s, pp, 0);
+        gmp__unlock(&s->lock);
+        if (!gp)
+            break;
+        for (; gp; gp = gmp__runqget(pp, &inherit))
+            assert_int_equal(idx(gs, gp), want[got++]);
+    }
+    assert_int_equal(got, k);
+    assert_int_equal(atomic_load(&s->runqsize), 0);
+
+    /* Single pulls: FIFO, spilled, FIFO, spilled, then what is left. */
+    gmp__lock(&s->lock);
+    for (int i = 0; i < 4; i++)
+        gmp__globrunqput(s, &gs[i]);
+    gmp__unlock(&s->lock);
+    for (int i = 0; i < GMP_RUNQ_SIZE + 5; i++)
+        gs[i].stk = i >= 4 ? &fake : NULL;
+    for (int i = 4; i < GMP_RUNQ_SIZE + 5; i++)
+        gmp__runqput(s, pp, &gs[i], false);    /* spills 4..131 and 260 */
+    assert_int_equal(s->runq[GQ_SPILLED].n, GMP_RUNQ_SIZE / 2 + 1);
+    while (gmp__runqget(pp, &inherit))
+        ;
+    pp->globturn = 0;
+    long single[6] = {0, 4, 1, 5, 2, 6};
+    gmp__lock(&s->lock);
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(idx(gs, gmp__globrunqget(s, pp, 1)), single[i]);
+    gmp__unlock(&s->lock);
+    free(gs);
+    free(pp);
     free(s);
 }
 
@@ -677,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_runq_globrunqget_batch_size),
         cmocka_unit_test(test_runq_globrunqget_empty_is_null),
         cmocka_unit_test(test_runq_globrunqputbatch_appends_in_order),
+        cmocka_unit_test(test_runq_global_spilled_before_fifo),
         cmocka_unit_test(test_runq_steal_takes_half),
         cmocka_unit_test(test_runq_steal_runnext_only_when_stealnext),
         cmocka_unit_test(test_runq_steal_appends_to_thief_tail),
