@@ -44,6 +44,29 @@ extern "C" {
 /* Names every GMP_E* code (and any other negative errno); never NULL. */
 GMP_EXTERN const char *gmp_strerror(int err);
 
+/* ---- Version ------------------------------------------------------------ */
+
+/* The version of this header. CMakeLists.txt's project(VERSION) must say
+ * the same (configuring fails otherwise); the shared library's SONAME is
+ * libgmprt.so.<major>. Named GMPRT_ and gmp_runtime_: GNU MP's <gmp.h>
+ * defines gmp_version and __GNU_MP_VERSION*, and a program may include both
+ * headers. */
+#define GMPRT_VERSION_MAJOR 0
+#define GMPRT_VERSION_MINOR 1
+#define GMPRT_VERSION_PATCH 0
+#define GMPRT_VERSION       "0.1.0"
+/* major * 10000 + minor * 100 + patch: 0.1.0 is 100, 1.2.3 is 10203. */
+#define GMPRT_VERSION_NUMBER                                                 \
+    (GMPRT_VERSION_MAJOR * 10000 + GMPRT_VERSION_MINOR * 100 +               \
+     GMPRT_VERSION_PATCH)
+
+/* The version of the library the program runs against, which may be newer
+ * than the header it was built with: "major.minor.patch" (GMPRT_VERSION of
+ * the library's own build; static storage, never NULL) and the same as
+ * GMPRT_VERSION_NUMBER. Context: any thread, runtime running or not. */
+GMP_EXTERN const char *gmp_runtime_version(void);
+GMP_EXTERN int gmp_runtime_version_number(void);
+
 /* ---- Lifecycle ---------------------------------------------------------- */
 
 typedef struct gmp_config {
