@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -79,9 +80,12 @@ typedef struct gmp_config {
     int    async_preempt_off; /* nonzero: no preemption by signal (as
                             GMP_DEBUG=asyncpreemptoff=1); goroutines are
                             then preempted only at runtime calls          */
+    int    dump_on_sigquit; /* nonzero: SIGQUIT writes gmp_dump's report
+                            to stderr and exits with status 2, as Go does;
+                            the previous handler is restored at stop      */
     /* Room for fields later versions add: all-zero means "defaults", so a
      * program built against this header keeps working with a newer library. */
-    void  *reserved_[13];
+    void  *reserved_[12];
 } gmp_config_t;
 
 /* Starts the runtime, runs fn(arg) as the main goroutine on a runtime
@@ -387,6 +391,63 @@ GMP_EXTERN int gmp_fd_wait(int fd, int events, int64_t timeout_ns);
 /* Closes fd: every goroutine or thread parked on it returns GMP_EBADF,
  * the poller forgets it, then close(2). 0 or an error. */
 GMP_EXTERN int gmp_close(int fd);
+
+/* ---- Introspection -------------------------------------------------------- */
+
+/*
+ * Counters read without stopping the world: each is summed from per-P
+ * counters or read from the scheduler as it is, so the fields are a
+ * snapshot taken over a few microseconds, not one instant. Monotonic ones
+ * (created, steals, syscalls, handoffs, preemptions) never go back.
+ */
+typedef struct gmp_stats {
+    uint64_t goroutines_created;  /* since the runtime started          */
+    uint64_t goroutines_live;     /* created and not yet returned       */
+    uint64_t goroutines_runnable; /* on run queues (local and global)   */
+    uint64_t global_runq;         /* on the global run queue            */
+    uint64_t steals;              /* successful steals from another P   */
+    uint64_t idle_procs;          /* Ps with no M                       */
+    uint64_t threads;             /* Ms (runtime threads) alive         */
+    uint64_t idle_threads;        /* Ms parked with nothing to do       */
+    uint64_t spinning_threads;    /* Ms looking for work                */
+    uint64_t syscalls;            /* gmp_syscall_enter by goroutines    */
+    uint64_t handoffs;            /* Ps retaken from a blocked syscall  */
+    uint64_t preemptions;         /* goroutines preempted (10 ms)       */
+    uint64_t netpoll_waiters;     /* waiters parked on descriptors      */
+    uint64_t procs;               /* Ps                                 */
+} gmp_stats_t;
+
+/* Fills *out. Returns 0, GMP_EINVAL (out NULL), GMP_EPERM (no runtime:
+ * *out is zeroed). Context: any thread. */
+GMP_EXTERN int gmp_stats(gmp_stats_t *out);
+
+/*
+ * Writes every goroutine to out, in Go's traceback shape:
+ *
+ *   goroutine 7 [chan receive, 12 ms]:
+ *   \tgmp_chan_recv+0x4d
+ *   \tworker+0x1e
+ *   started as worker(0x0)
+ *
+ * The header gives the state (for a waiting one its wait reason and how
+ * long it has waited, to within 10 ms); then the backtrace, by frame
+ * pointers, of a waiting goroutine (or of the caller itself),
+ * as far as frame pointers allow; then the function it was started with
+ * and its argument. Names come from dladdr: functions of an executable
+ * linked without -rdynamic (CMake: ENABLE_EXPORTS) print as
+ * "?? (file+0xoffset)". Nothing is stopped while it runs: a goroutine
+ * that changes state meanwhile may be shown half before, half after.
+ * With no runtime it says so. Context: any thread.
+ *
+ * GMP_DEBUG=schedtrace=N prints a line like Go's every N ms on stderr:
+ *   SCHED 1000ms: gomaxprocs=2 idleprocs=0 threads=5 spinningthreads=0
+ *   idlethreads=1 runqueue=0 [2 3]
+ * (one line; the bracket lists each P's local run queue). With
+ * scheddetail=1 as well, one line per P, M and goroutine follows instead
+ * of the bracket. gmp_config_t.dump_on_sigquit makes SIGQUIT write this
+ * dump to stderr and exit with status 2, as Go does.
+ */
+GMP_EXTERN void gmp_dump(FILE *out);
 
 #ifdef __cplusplus
 }

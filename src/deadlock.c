@@ -72,39 +72,12 @@ static long process_threads(void)
     return v > 0 ? v : -1;
 }
 
-static const char *status_name(uint32_t st)
+/* The report: every goroutine with its wait reason, backtrace and start
+ * function (trace.c). Context: sched.lock held, every M asleep. */
+static _Noreturn void report(struct schedt *s)
 {
-    switch (st) {
-    case G_RUNNABLE: return "runnable";
-    case G_RUNNING:  return "running";
-    case G_SYSCALL:  return "syscall";
-    default:         return "waiting";
-    }
-}
-
-static void report(struct schedt *s)
-{
-    gmp__fatal_begin("all goroutines are asleep - deadlock!\n\n");
-    for (struct gslab *sl = s->gslabs; sl; sl = sl->next) {
-        struct g *end = sl == s->gslabs
-                            ? s->gchunk_next
-                            : sl->gs + (sl->len - sizeof *sl) / sizeof(struct g);
-        for (struct g *gp = sl->gs; gp < end; gp++) {
-            /* Relaxed: every M is asleep; nothing changes now. */
-            uint32_t st = atomic_load_explicit(&gp->status,
-                                               memory_order_relaxed);
-            if (st == G_IDLE || st == G_DEAD)
-                continue;
-            gmp__fatal_puts("goroutine ");
-            gmp__fatal_putn(gp->goid);
-            gmp__fatal_puts(" [");
-            if (st == G_WAITING && gp->waitreason < WAIT_NREASONS)
-                gmp__fatal_puts(gmp__waitreason_names[gp->waitreason]);
-            else
-                gmp__fatal_puts(status_name(st));
-            gmp__fatal_puts("]:\n");
-        }
-    }
+    gmp__fatal_begin("all goroutines are asleep - deadlock!\n");
+    gmp__dump_fatal(s);
     gmp__fatal_end();
 }
 

@@ -132,7 +132,9 @@ struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
     gp->arg = arg;
     gp->schedlink = NULL;
     gp->m = NULL;
-    gp->waitreason = 0;
+    /* Relaxed atomic stores, plain moves: schedtrace reads these from
+     * sysmon while the G is recycled (trace.c). */
+    __atomic_store_n(&gp->waitreason, 0, __ATOMIC_RELAXED);
     /* Relaxed: informational; the run queue publishes the G. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
     if (pp) {
@@ -142,14 +144,16 @@ struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
                                                       memory_order_relaxed) + 1;
             pp->goidcacheend = pp->goidcache + GOID_BATCH;
         }
-        gp->goid = pp->goidcache++;
+        __atomic_store_n(&gp->goid, pp->goidcache++, __ATOMIC_RELAXED);
         /* Release, so a reader that sees this G's exit sees its creation
          * (pairs with the acquire loads in gmp__live_goroutines). */
         gmp__owner_inc(&pp->ncreated, memory_order_release);
     } else {
         /* Relaxed: only uniqueness matters. */
-        gp->goid = atomic_fetch_add_explicit(&s->goidgen, 1,
-                                             memory_order_relaxed) + 1;
+        __atomic_store_n(&gp->goid,
+                         atomic_fetch_add_explicit(&s->goidgen, 1,
+                                                   memory_order_relaxed) + 1,
+                         __ATOMIC_RELAXED);
         /* Release: as for ncreated above. */
         atomic_fetch_add_explicit(&s->nforeign, 1, memory_order_release);
     }

@@ -65,7 +65,15 @@ struct settings {
     size_t stack_size;
     int    max_threads;
     bool   async_preempt;
+    bool   dump_on_sigquit;
+    int    schedtrace_ms;
+    bool   scheddetail;
 };
+
+/* A program built against this header keeps its layout with any later
+ * library: new fields take the room of reserved_ ones. */
+_Static_assert(sizeof(gmp_config_t) == 128 || sizeof(void *) != 8,
+               "gmp_config_t changed size");
 
 /* The value of key in $GMP_DEBUG (a comma-separated list of key=value, as
  * Go's GODEBUG), or def when absent or not a number. */
@@ -130,6 +138,10 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     out->async_preempt = !cfg->async_preempt_off &&
                          debug_value("asyncpreemptoff",
                                      ASYNC_PREEMPT_OFF_DEFAULT) == 0;
+    out->dump_on_sigquit = cfg->dump_on_sigquit != 0;
+    long trace = debug_value("schedtrace", 0);
+    out->schedtrace_ms = trace > 0 && trace <= 3600000 ? (int)trace : 0;
+    out->scheddetail = debug_value("scheddetail", 0) > 0;
     return 0;
 }
 
@@ -152,6 +164,7 @@ static void runtime_free(struct schedt *s)
     gmp__stacks_release(s);
     gmp__sudog_release_all(s);
     gmp__preempt_teardown();
+    gmp__sigquit_restore();
     for (int i = 0; i < s->procs; i++)
         gmp__timers_free(&s->allp[i]);
     gmp__netpoll_free(s);
@@ -178,6 +191,11 @@ static struct schedt *runtime_new(const struct settings *set)
     s->maxmcount = set->max_threads;
     s->stack_size = set->stack_size;
     s->guard_size = (size_t)sysconf(_SC_PAGESIZE);
+    s->schedtrace_ms = set->schedtrace_ms;
+    s->scheddetail = set->scheddetail;
+    s->start_ns = gmp_nanotime();
+    /* Relaxed: not yet published. */
+    atomic_store_explicit(&s->coarse_ns, s->start_ns, memory_order_relaxed);
     size_t psz = sizeof(struct p) * (size_t)s->procs;
     if (posix_memalign((void **)&s->allp, GMP_CACHELINE, psz) != 0) {
         free(s);
@@ -204,6 +222,13 @@ static struct schedt *runtime_new(const struct settings *set)
         return NULL;
     }
     if (gmp__signals_install() != 0) {
+        gmp__netpoll_free(s);
+        free(s->allp);
+        free(s);
+        return NULL;
+    }
+    if (set->dump_on_sigquit && gmp__sigquit_install() != 0) {
+        gmp__signals_restore();
         gmp__netpoll_free(s);
         free(s->allp);
         free(s);

@@ -48,7 +48,14 @@ void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,
     struct g *gp = mp->curg;
     mp->waitunlockf = unlockf;
     mp->waitlock = lock;
-    gp->waitreason = reason;
+    /* Relaxed atomic stores (plain moves): sysmon's schedtrace reads
+     * them (trace.c). waitsince: a coarse clock, to within sysmon's
+     * period. */
+    __atomic_store_n(&gp->waitreason, reason, __ATOMIC_RELAXED);
+    __atomic_store_n(&gp->waitsince,
+                     atomic_load_explicit(&mp->sched->coarse_ns,
+                                          memory_order_relaxed),
+                     __ATOMIC_RELAXED);
     if (!gmp__park_direct(mp, gp))
         gmp__mcall(mp, gp, SW_PARK);
 }

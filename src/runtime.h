@@ -88,6 +88,7 @@ struct g {
     _Atomic uint32_t status;        /* enum gstatus; relaxed: informational,
                                        ordering comes from the queues */
     uint32_t        waitreason;
+    int64_t         waitsince;      /* sched.coarse_ns when it parked */
     void           *asan_fake;      /* ASan builds: fake stack save slot */
     /* Preemption (preempt.c). All written only on the thread running the
      * G (by its own code or by the signal handler interrupting it). */
@@ -169,9 +170,12 @@ struct p {
      * where sysmon sends the preemption signal. May be stale; the signal
      * handler checks what it interrupted. */
     _Atomic int32_t tid;
-    /* Preemptions of Gs run here (owner increments, relaxed; readers
-     * sum them for statistics and tests). */
+    /* Preemptions of Gs run here, successful steals by this P, and
+     * system-call brackets entered here (owner increments, relaxed;
+     * gmp_stats sums them). */
     _Atomic uint64_t npreempt;
+    _Atomic uint64_t nsteal;
+    _Atomic uint64_t nsyscall;
     struct g   *gfree;              /* dead Gs, no stack */
     int         ngfree;
     struct gstack *sfree;           /* free stacks */
@@ -266,6 +270,14 @@ struct schedt {
     struct gmp__note sysmon_note;
     struct sysmontick *sysmon_ticks;
     bool        async_preempt;      /* preemption signals are on (fixed) */
+    /* Introspection (trace.c). coarse_ns: gmp_nanotime() as sysmon last
+     * read it (relaxed both ways: a park stamps its G with it, to within
+     * sysmon's period); nhandoff: Ps handed off from system calls. */
+    _Atomic int64_t coarse_ns;
+    _Atomic uint64_t nhandoff;
+    int64_t     start_ns;           /* when the runtime started (fixed) */
+    int         schedtrace_ms;      /* GMP_DEBUG=schedtrace (fixed) */
+    bool        scheddetail;        /* GMP_DEBUG=scheddetail (fixed) */
 
     /* The poller (netpoll.c). lastpoll: when an M last returned from
      * epoll_wait, 0 while one blocks in it (at most one does); pollUntil:
@@ -361,6 +373,15 @@ GMP_HIDDEN void gmp__injectglist(struct schedt *s, struct p *pp,
 
 GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
+
+/* ---- trace.c ------------------------------------------------------------ */
+/* One schedtrace report (GMP_DEBUG=schedtrace) on stderr. Context: sysmon. */
+GMP_HIDDEN void gmp__schedtrace(struct schedt *s, int64_t now);
+/* Every goroutine, through the fatal writer (throw.c), taking no lock.
+ * Context: a fatal report. */
+GMP_HIDDEN void gmp__dump_fatal(struct schedt *s);
+GMP_HIDDEN int gmp__sigquit_install(void);
+GMP_HIDDEN void gmp__sigquit_restore(void);
 
 /* ---- deadlock.c --------------------------------------------------------- */
 GMP_HIDDEN void gmp__checkdead(struct schedt *s);

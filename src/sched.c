@@ -329,8 +329,11 @@ static struct g *stealwork(struct schedt *s, struct m *mp)
             if (stealnext && gmp__checktimers(victim, &now) > 0 &&
                 (gp = gmp__runqget(pp, &inherit)))
                 return gp;
-            if ((gp = gmp__runqsteal(pp, victim, stealnext)))
+            if ((gp = gmp__runqsteal(pp, victim, stealnext))) {
+                /* Relaxed: a statistic (trace.c). */
+                gmp__owner_inc(&pp->nsteal, memory_order_relaxed);
                 return gp;
+            }
         }
         /* Relaxed: see struct schedt. */
         if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
@@ -564,9 +567,8 @@ static inline void resumed(struct g *gp, void *from)
     now->directfrom = NULL;
     prev->ctx.sp = from;
     prev->m = NULL;
-    /* Relaxed: as in gmp__mloop's SW_PARK, the callback's unlock orders
-     * it for the waker. */
-    atomic_store_explicit(&prev->status, G_WAITING, memory_order_relaxed);
+    /* Release: as in gmp__mloop's SW_PARK. */
+    atomic_store_explicit(&prev->status, G_WAITING, memory_order_release);
     if (now->waitunlockf && !now->waitunlockf(prev, now->waitlock)) {
         /* The wait was called off: prev runs next. Relaxed: as above. */
         atomic_store_explicit(&prev->status, G_RUNNABLE,
@@ -775,6 +777,8 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
  * Context: any thread without locks (sysmon), owning pp by its CAS. */
 void gmp__handoffp(struct schedt *s, struct p *pp)
 {
+    /* Relaxed: a statistic (trace.c); handoffs are rare. */
+    atomic_fetch_add_explicit(&s->nhandoff, 1, memory_order_relaxed);
     /* Relaxed: hints; the lock below settles the global queue. */
     if (!gmp__runqempty(pp) ||
         atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
@@ -873,10 +877,11 @@ void gmp__mloop(struct m *mp)
             break;
         case SW_PARK:
             /* Waiting before the callback runs: once it unlocks, a waker
-             * may ready gp at once. Relaxed: the wait queue's lock orders
-             * it for the waker. */
+             * may ready gp at once (the wait queue's lock orders it for
+             * the waker). Release: a dump that sees it waiting (acquire)
+             * sees its saved context and stack (trace.c). */
             atomic_store_explicit(&gp->status, G_WAITING,
-                                  memory_order_relaxed);
+                                  memory_order_release);
             gp->m = NULL;
             if (mp->waitunlockf && !mp->waitunlockf(gp, mp->waitlock)) {
                 /* The wait was called off: run gp again at once. */

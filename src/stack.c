@@ -39,9 +39,11 @@
 #include <valgrind/valgrind.h>
 #define VG_STACK_REGISTER(lo, hi) VALGRIND_STACK_REGISTER((lo), (hi))
 #define VG_STACK_DEREGISTER(id)   VALGRIND_STACK_DEREGISTER(id)
+#define VG_RUNNING                RUNNING_ON_VALGRIND
 #else
 #define VG_STACK_REGISTER(lo, hi) ((void)(lo), (void)(hi), 0u)
 #define VG_STACK_DEREGISTER(id)   ((void)(id))
+#define VG_RUNNING                0
 #endif
 
 #ifndef MADV_GUARD_INSTALL
@@ -120,10 +122,11 @@ static void stack_setup(struct schedt *s, char *page)
     s->guard_mode = gmp__guard_region_works(page, s->guard_size)
                         ? GUARD_MADVISE
                         : GUARD_MPROTECT;
-#ifdef SYS_pidfd_open
-    s->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0u);  /* CLOEXEC */
-#else
     s->pidfd = -1;
+#ifdef SYS_pidfd_open
+    /* Not under valgrind, which knows neither call and says so. */
+    if (!VG_RUNNING)
+        s->pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0u);  /* CLOEXEC */
 #endif
 }
 
@@ -315,8 +318,13 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         struct schedt *s = mp->sched;
         char *addr = si->si_addr;
         char *lo = gp->stk->lo;
-        if (addr < lo && addr >= lo - s->guard_size)
-            gmp__fatal("stack overflow in goroutine ", gp->goid, true);
+        if (addr < lo && addr >= lo - s->guard_size) {
+            gmp__fatal_begin("stack overflow in goroutine ");
+            gmp__fatal_putn(gp->goid);
+            gmp__fatal_puts("\n");
+            gmp__dump_fatal(s);
+            gmp__fatal_end();
+        }
     }
     fault_chain(sig, si, uc);
 }

@@ -35,6 +35,8 @@ void gmp_syscall_enter(void)
     if (!mp || !mp->curg || !mp->p)
         return;                     /* a plain thread, or already inside */
     struct p *pp = mp->p;
+    /* Relaxed: a statistic (trace.c). */
+    gmp__owner_inc(&pp->nsyscall, memory_order_relaxed);
     /* Relaxed: informational. */
     atomic_store_explicit(&mp->curg->status, G_SYSCALL, memory_order_relaxed);
     mp->oldp = pp;

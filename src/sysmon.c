@@ -92,11 +92,25 @@ static int retake(struct schedt *s, int64_t now)
     return n;
 }
 
+/* The coarse clock a park stamps its G with (trace.c), and the
+ * schedtrace report when one is due. */
+static void tick(struct schedt *s, int64_t now, int64_t *lasttrace)
+{
+    /* Relaxed: a clock reading, published with nothing else. */
+    atomic_store_explicit(&s->coarse_ns, now, memory_order_relaxed);
+    if (s->schedtrace_ms > 0 &&
+        now - *lasttrace >= (int64_t)s->schedtrace_ms * 1000000) {
+        *lasttrace = now;
+        gmp__schedtrace(s, now);
+    }
+}
+
 static void *sysmon(void *arg)
 {
     struct schedt *s = arg;
     int64_t delay = SYSMON_MIN_NS;
     int idle = 0;
+    int64_t lasttrace = s->start_ns;
     for (;;) {
         if (idle == 0)
             delay = SYSMON_MIN_NS;
@@ -118,9 +132,15 @@ static void *sysmon(void *arg)
                 bool recheck = s->deadcheck_retry;
                 gmp__unlock(&s->lock);
                 bool woken = true;
-                if (recheck)
-                    woken = gmp__notetsleep(&s->sysmon_note,
-                                            DEADCHECK_RETRY_NS);
+                /* With schedtrace on, wake for each report (as Go's
+                 * sysmon, which then never sleeps deeply). */
+                int64_t cap = (int64_t)s->schedtrace_ms * 1000000;
+                if (recheck || cap > 0)
+                    woken = gmp__notetsleep(
+                        &s->sysmon_note,
+                        cap > 0 && (!recheck || cap < DEADCHECK_RETRY_NS)
+                            ? cap
+                            : DEADCHECK_RETRY_NS);
                 else
                     gmp__notesleep(&s->sysmon_note);
                 gmp__lock(&s->lock);
@@ -128,15 +148,17 @@ static void *sysmon(void *arg)
                 /* The deadlock check was undecided (another thread was
                  * alive, deadlock.c): that thread may have exited since
                  * without touching the runtime, so look again. */
-                if (!woken && s->nmidle == s->mcount)
+                if (!woken && recheck && s->nmidle == s->mcount)
                     gmp__checkdead(s);
             }
             gmp__noteclear(&s->sysmon_note);
             gmp__unlock(&s->lock);
+            tick(s, gmp_nanotime(), &lasttrace);
             idle = 0;
             continue;
         }
         int64_t now = gmp_nanotime();
+        tick(s, now, &lasttrace);
         /* Nobody has polled for 10 ms (every M busy): poll for them.
          * Seq_cst: the CAS keeps a blocking poller's 0 intact. */
         int64_t lp = atomic_load(&s->lastpoll);

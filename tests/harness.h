@@ -321,6 +321,29 @@ static H_UNUSED bool h_has_line(const char *text, const char *line)
     return false;
 }
 
+/* Whether text has a line "goroutine <id> [<reason>]:" or, with how long
+ * it has waited, "goroutine <id> [<reason>, <n> ms]:" (gmp_dump's
+ * header). */
+static H_UNUSED bool h_has_gline(const char *text, unsigned long long id,
+                                 const char *reason)
+{
+    char head[128];
+    snprintf(head, sizeof head, "goroutine %llu [%s", id, reason);
+    size_t n = strlen(head);
+    for (const char *p = text; (p = strstr(p, head)) != NULL; p++) {
+        if (p != text && p[-1] != '\n')
+            continue;
+        if (strncmp(p + n, "]:\n", 3) == 0)
+            return true;
+        unsigned long long ms;
+        int len = 0;
+        if (sscanf(p + n, ", %llu ms]:%n", &ms, &len) == 1 && len > 0 &&
+            p[n + (size_t)len] == '\n')
+            return true;
+    }
+    return false;
+}
+
 /* Asserts that a forked child died of sig; prints its stderr otherwise. */
 #define h_assert_killed_by(res, sig)                                        \
     do {                                                                    \
@@ -602,9 +625,9 @@ static H_UNUSED void announce(const char *reason)
 }
 
 /* The child dies of SIGABRT after the deadlock line. The goroutine
- * states follow it, one line each in Go's form "goroutine <id>
- * [<wait reason>]:": exactly the goroutines that announced they block
- * (those that finished are not listed). */
+ * states follow it, a header each in Go's form "goroutine <id>
+ * [<wait reason>, <n> ms]:" (h_has_gline): exactly the goroutines that
+ * announced they block (those that finished are not listed). */
 static H_UNUSED void expect_deadlock_procs(void (*fn)(void *), int procs)
 {
     struct dl_case c = {fn, NULL, procs};
@@ -632,10 +655,10 @@ static H_UNUSED void expect_deadlock_procs(void (*fn)(void *), int procs)
         reason[eol - p] = '\0';
         p = eol;
         snprintf(want, sizeof want, "goroutine %llu [%s]:", id, reason);
-        if (!h_has_line(after, want))
+        if (!h_has_gline(after, id, reason))
             print_error("procs=%d: no line \"%s\" after the fatal line:\n%s\n",
                         procs, want, res.err);
-        assert_true(h_has_line(after, want));
+        assert_true(h_has_gline(after, id, reason));
         announced++;
     }
     for (const char *p = after; (p = strstr(p, "\ngoroutine ")) != NULL; p++)

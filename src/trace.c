@@ -1,0 +1,491 @@
+/*
+ * trace.c - looking inside the scheduler: gmp_stats, the schedtrace lines
+ * sysmon prints (GMP_DEBUG=schedtrace=N,scheddetail=1), and gmp_dump, whose
+ * core also writes the deadlock and stack-overflow reports and the dump on
+ * SIGQUIT.
+ *
+ * Nothing here stops the world. Counters are per P (written by the owner
+ * alone, relaxed) or per runtime and written rarely; a reader sums them,
+ * so the fast paths share no counter line. A dump reads each goroutine's
+ * descriptor and, for one that is not running, walks its stack by frame
+ * pointers from its saved context: a goroutine that changes state meanwhile
+ * may be shown half old, half new. Every read of a stack stays inside that
+ * stack's bounds, so a torn value can end a backtrace early, never fault.
+ *
+ * The writer behind a dump needs no stdio and no allocation (struct wr):
+ * the fatal reports run in a signal handler or with sched.lock held.
+ * Function names come from dladdr, which knows only dynamically exported
+ * symbols: in an executable linked without -rdynamic (CMake:
+ * ENABLE_EXPORTS) its own functions print as file+offset, for addr2line.
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime.h"
+#include "park.h"
+
+#define MAX_FRAMES 32
+
+/* ---- A writer that needs no stdio ------------------------------------- */
+
+struct wr {
+    void (*put)(struct wr *w, const char *s);
+    FILE *f;                        /* put_file's */
+    char  line[256];                /* put_line's: one write per line */
+    size_t n;
+};
+
+static void put_file(struct wr *w, const char *s)
+{
+    fputs(s, w->f);
+}
+
+static void put_fatal(struct wr *w, const char *s)
+{
+    (void)w;
+    gmp__fatal_puts(s);
+}
+
+/* Collects a line and writes it whole to stderr, so that lines from
+ * sysmon and from the program's own threads do not interleave. */
+static void put_line(struct wr *w, const char *s)
+{
+    for (; *s; s++) {
+        if (w->n < sizeof w->line)
+            w->line[w->n++] = *s;
+        if (*s == '\n' || w->n == sizeof w->line) {
+            ssize_t r = write(STDERR_FILENO, w->line, w->n);
+            (void)r;                /* nowhere to report it */
+            w->n = 0;
+        }
+    }
+}
+
+static void wputs(struct wr *w, const char *s)
+{
+    w->put(w, s);
+}
+
+static void wputu(struct wr *w, uint64_t n)
+{
+    char buf[24];
+    size_t i = sizeof buf;
+    buf[--i] = '\0';
+    do {
+        buf[--i] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    wputs(w, buf + i);
+}
+
+static void wputi(struct wr *w, int64_t n)
+{
+    if (n < 0) {
+        wputs(w, "-");
+        wputu(w, (uint64_t)0 - (uint64_t)n);
+    } else {
+        wputu(w, (uint64_t)n);
+    }
+}
+
+static void wputx(struct wr *w, uintptr_t n)
+{
+    char buf[2 + 2 * sizeof n + 1];
+    size_t i = sizeof buf;
+    buf[--i] = '\0';
+    do {
+        buf[--i] = "0123456789abcdef"[n & 15];
+        n >>= 4;
+    } while (n > 0);
+    buf[--i] = 'x';
+    buf[--i] = '0';
+    wputs(w, buf + i);
+}
+
+/* name+0xoff, or file+0xoff when the address has no exported name. */
+static void wsym(struct wr *w, uintptr_t pc)
+{
+    Dl_info di;
+    if (dladdr((void *)pc, &di) && di.dli_sname && di.dli_saddr) {
+        wputs(w, di.dli_sname);
+        if (pc != (uintptr_t)di.dli_saddr) {
+            wputs(w, "+");
+            wputx(w, pc - (uintptr_t)di.dli_saddr);
+        }
+    } else if (di.dli_fname && di.dli_fbase) {
+        const char *base = strrchr(di.dli_fname, '/');
+        wputs(w, "?? (");
+        wputs(w, base ? base + 1 : di.dli_fname);
+        wputs(w, "+");
+        wputx(w, pc - (uintptr_t)di.dli_fbase);
+        wputs(w, ")");
+    } else {
+        wputx(w, pc);
+    }
+}
+
+/* ---- Counters ---------------------------------------------------------- */
+
+static struct schedt *cursched(void)
+{
+    struct m *mp = gmp__getm();
+    /* Acquire: pairs with the release store that published the runtime. */
+    return mp ? mp->sched
+              : atomic_load_explicit(&gmp__sched, memory_order_acquire);
+}
+
+/* Runnable Gs on pp's ring and runnext. Relaxed: a snapshot. */
+static uint32_t local_runnable(struct p *pp)
+{
+    uint32_t n = atomic_load_explicit(&pp->runqtail, memory_order_relaxed) -
+                 atomic_load_explicit(&pp->runqhead, memory_order_relaxed);
+    if (n > GMP_RUNQ_SIZE)
+        n = 0;                      /* torn pair: the ring is in motion */
+    return n + (atomic_load_explicit(&pp->runnext, memory_order_relaxed) !=
+                NULL);
+}
+
+static void stats_of(struct schedt *s, gmp_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    /* Relaxed, all: counters read as a snapshot, each one monotonic. */
+    out->goroutines_created =
+        (uint64_t)atomic_load_explicit(&s->nforeign, memory_order_relaxed);
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        out->goroutines_created += (uint64_t)atomic_load_explicit(
+            &pp->ncreated, memory_order_relaxed);
+        out->goroutines_runnable += local_runnable(pp);
+        out->steals += atomic_load_explicit(&pp->nsteal, memory_order_relaxed);
+        out->syscalls +=
+            atomic_load_explicit(&pp->nsyscall, memory_order_relaxed);
+        out->preemptions +=
+            atomic_load_explicit(&pp->npreempt, memory_order_relaxed);
+    }
+    int64_t live = gmp__live_goroutines(s);
+    out->goroutines_live = live > 0 ? (uint64_t)live : 0;
+    int32_t gq = atomic_load_explicit(&s->runqsize, memory_order_relaxed);
+    out->global_runq = gq > 0 ? (uint64_t)gq : 0;
+    out->goroutines_runnable += out->global_runq;
+    out->idle_procs =
+        (uint64_t)atomic_load_explicit(&s->npidle, memory_order_relaxed);
+    out->spinning_threads =
+        (uint64_t)atomic_load_explicit(&s->nmspinning, memory_order_relaxed);
+    out->handoffs = atomic_load_explicit(&s->nhandoff, memory_order_relaxed);
+    out->netpoll_waiters =
+        atomic_load_explicit(&s->netpollWaiters, memory_order_relaxed);
+    out->procs = (uint64_t)s->procs;
+    gmp__lock(&s->lock);
+    out->threads = (uint64_t)s->mcount;
+    out->idle_threads = (uint64_t)s->nmidle;
+    gmp__unlock(&s->lock);
+}
+
+int gmp_stats(gmp_stats_t *out)
+{
+    if (!out)
+        return GMP_EINVAL;
+    struct schedt *s = cursched();
+    if (!s) {
+        memset(out, 0, sizeof *out);
+        return GMP_EPERM;
+    }
+    stats_of(s, out);
+    return 0;
+}
+
+/* ---- schedtrace ---------------------------------------------------------- */
+
+static const char *const pstatus_names[] = {
+    [P_IDLE] = "idle", [P_RUNNING] = "running", [P_SYSCALL] = "syscall",
+};
+
+static const char *gstatus_name(uint32_t st)
+{
+    switch (st) {
+    case G_RUNNABLE: return "runnable";
+    case G_RUNNING:  return "running";
+    case G_SYSCALL:  return "syscall";
+    case G_WAITING:  return "waiting";
+    default:         return "dead";
+    }
+}
+
+/* Calls f on every G that has been handed out (live or dead). The slab
+ * list only grows while the runtime runs; gflock makes the walk see a
+ * consistent list. Context: any; takes gflock unless locked is false
+ * (fatal reports, where the lock may be held by the failing thread). */
+static void each_g(struct schedt *s, bool locked,
+                   void (*f)(struct g *gp, void *arg), void *arg)
+{
+    if (locked)
+        gmp__lock(&s->gflock);
+    struct gslab *first = s->gslabs;
+    struct g *first_end = s->gchunk_next;
+    if (locked)
+        gmp__unlock(&s->gflock);
+    for (struct gslab *sl = first; sl; sl = sl->next) {
+        struct g *end = sl == first
+                            ? first_end
+                            : sl->gs + (sl->len - sizeof *sl) /
+                                           sizeof(struct g);
+        for (struct g *gp = sl->gs; gp < end; gp++)
+            f(gp, arg);
+    }
+}
+
+static void detail_g(struct g *gp, void *arg)
+{
+    struct wr *w = arg;
+    /* Relaxed: informational (see the file comment). */
+    uint32_t st = atomic_load_explicit(&gp->status, memory_order_relaxed);
+    if (st == G_IDLE || st == G_DEAD)
+        return;
+    /* Relaxed: the writers' stores are relaxed atomics too (g.c,
+     * park.c), so this read races nothing. */
+    uint32_t why = __atomic_load_n(&gp->waitreason, __ATOMIC_RELAXED);
+    wputs(w, "  G");
+    wputu(w, __atomic_load_n(&gp->goid, __ATOMIC_RELAXED));
+    wputs(w, ": status=");
+    wputs(w, gstatus_name(st));
+    if (st == G_WAITING && why < WAIT_NREASONS) {
+        wputs(w, "(");
+        wputs(w, gmp__waitreason_names[why]);
+        wputs(w, ")");
+    }
+    wputs(w, "\n");
+}
+
+void gmp__schedtrace(struct schedt *s, int64_t now)
+{
+    gmp_stats_t st;
+    stats_of(s, &st);
+    struct wr w = {.put = put_line};
+    wputs(&w, "SCHED ");
+    wputi(&w, (now - s->start_ns) / 1000000);
+    wputs(&w, "ms: gomaxprocs=");
+    wputu(&w, (uint64_t)s->procs);
+    wputs(&w, " idleprocs=");
+    wputu(&w, st.idle_procs);
+    wputs(&w, " threads=");
+    wputu(&w, st.threads);
+    wputs(&w, " spinningthreads=");
+    wputu(&w, st.spinning_threads);
+    wputs(&w, " idlethreads=");
+    wputu(&w, st.idle_threads);
+    wputs(&w, " runqueue=");
+    wputu(&w, st.global_runq);
+    if (!s->scheddetail) {
+        wputs(&w, " [");
+        for (int i = 0; i < s->procs; i++) {
+            if (i)
+                wputs(&w, " ");
+            wputu(&w, local_runnable(&s->allp[i]));
+        }
+        wputs(&w, "]\n");
+        return;
+    }
+    wputs(&w, "\n");
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        /* Relaxed, all: a snapshot of atomics sysmon reads anyway. */
+        int ps = atomic_load_explicit(&pp->status, memory_order_relaxed);
+        wputs(&w, "  P");
+        wputu(&w, (uint64_t)i);
+        wputs(&w, ": status=");
+        wputs(&w, ps >= 0 && ps <= P_SYSCALL ? pstatus_names[ps] : "?");
+        wputs(&w, " schedtick=");
+        wputu(&w, atomic_load_explicit(&pp->schedtick, memory_order_relaxed));
+        wputs(&w, " syscalltick=");
+        wputu(&w,
+              atomic_load_explicit(&pp->syscalltick, memory_order_relaxed));
+        wputs(&w, " m=");
+        wputi(&w, ps == P_IDLE ? -1
+                               : atomic_load_explicit(&pp->tid,
+                                                      memory_order_relaxed));
+        wputs(&w, " runqsize=");
+        wputu(&w, local_runnable(pp));
+        wputs(&w, " preemptions=");
+        wputu(&w, atomic_load_explicit(&pp->npreempt, memory_order_relaxed));
+        wputs(&w, "\n");
+    }
+    gmp__lock(&s->lock);
+    for (struct m *mp = s->allm; mp; mp = mp->alllink) {
+        bool idle = false;
+        for (struct m *x = s->midle; x && !idle; x = x->schedlink)
+            idle = x == mp;
+        wputs(&w, "  M");
+        wputi(&w, mp->id);
+        wputs(&w, idle ? ": idle\n" : ": busy\n");
+    }
+    gmp__unlock(&s->lock);
+    each_g(s, true, detail_g, &w);
+}
+
+/* ---- gmp_dump ------------------------------------------------------------ */
+
+/* Frame pointers from fp up, each frame [fp] = caller's fp, [fp + 8] =
+ * return address, inside [lo, hi) and strictly rising. */
+static void walk(struct wr *w, uintptr_t fp, uintptr_t lo, uintptr_t hi,
+                 int depth)
+{
+    for (; depth < MAX_FRAMES; depth++) {
+        if (fp < lo || fp > hi - 2 * sizeof(uintptr_t) ||
+            fp % sizeof(uintptr_t))
+            return;
+        uintptr_t next = ((volatile uintptr_t *)fp)[0];
+        uintptr_t ret = ((volatile uintptr_t *)fp)[1];
+        if (!ret)
+            return;
+        wputs(w, "\t");
+        wsym(w, ret);
+        wputs(w, "\n");
+        if (next <= fp)
+            return;
+        fp = next;
+    }
+}
+
+/* The saved context of a G that is not running: its return address and
+ * frame pointer (arch/<arch>/frame.h). */
+static void walk_saved(struct wr *w, struct g *gp)
+{
+    uintptr_t lo = (uintptr_t)gp->stk->lo;
+    uintptr_t hi = (uintptr_t)gstack_hi(gp->stk);
+    uintptr_t sp = (uintptr_t)gp->ctx.sp;
+    if (sp < lo || sp > hi - GMP_CTX_FRAME)
+        return;
+#if defined(__x86_64__)
+    uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_RET);
+    uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_RBP);
+#else
+    uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_LR);
+    uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_X29);
+#endif
+    wputs(w, "\t");
+    wsym(w, ret);
+    wputs(w, "\n");
+    walk(w, fp, lo, hi, 1);
+}
+
+struct dumpctx {
+    struct wr *w;
+    struct g  *self;                /* the G calling, or NULL */
+    int64_t    now;
+};
+
+static void dump_g(struct g *gp, void *arg)
+{
+    struct dumpctx *d = arg;
+    struct wr *w = d->w;
+    /* Acquire: pairs with the release that marked it waiting, after its
+     * context was saved (sched.c): what walk_saved reads is then that
+     * park's, unless it has been woken since (see the file comment). */
+    uint32_t st = atomic_load_explicit(&gp->status, memory_order_acquire);
+    if (st == G_IDLE || st == G_DEAD)
+        return;
+    /* Relaxed: as in detail_g. */
+    uint32_t why = __atomic_load_n(&gp->waitreason, __ATOMIC_RELAXED);
+    int64_t since = __atomic_load_n(&gp->waitsince, __ATOMIC_RELAXED);
+    wputs(w, "goroutine ");
+    wputu(w, __atomic_load_n(&gp->goid, __ATOMIC_RELAXED));
+    wputs(w, " [");
+    if (st == G_WAITING) {
+        wputs(w, why < WAIT_NREASONS ? gmp__waitreason_names[why]
+                                     : "waiting");
+        if (since > 0 && d->now > since) {
+            wputs(w, ", ");
+            wputi(w, (d->now - since) / 1000000);
+            wputs(w, " ms");
+        }
+    } else {
+        wputs(w, gstatus_name(st));
+    }
+    wputs(w, gp == d->self ? ", the caller]:\n" : "]:\n");
+    if (gp == d->self) {
+        uintptr_t lo = (uintptr_t)gp->stk->lo;
+        walk(w, (uintptr_t)__builtin_frame_address(0), lo,
+             (uintptr_t)gstack_hi(gp->stk), 0);
+    } else if (st == G_WAITING) {
+        walk_saved(w, gp);
+    } else if (st == G_RUNNABLE) {
+        wputs(w, "\t(on a run queue)\n");
+    } else {
+        wputs(w, "\t(running on another thread)\n");
+    }
+    wputs(w, "started as ");
+    wsym(w, (uintptr_t)gp->fn);
+    wputs(w, "(");
+    wputx(w, (uintptr_t)gp->arg);
+    wputs(w, ")\n\n");
+}
+
+/* Context: any; fatal is true in the fatal reports (no locks taken). */
+static void dump(struct schedt *s, struct wr *w, bool fatal)
+{
+    struct m *mp = gmp__getm();
+    struct dumpctx d = {.w = w,
+                        .self = mp && mp->sched == s ? mp->curg : NULL,
+                        .now = gmp_nanotime()};
+    each_g(s, !fatal, dump_g, &d);
+}
+
+void gmp_dump(FILE *out)
+{
+    struct schedt *s = cursched();
+    if (!out)
+        return;
+    if (!s) {
+        fputs("gmprt: no runtime running\n", out);
+        return;
+    }
+    struct wr w = {.put = put_file, .f = out};
+    dump(s, &w, false);
+    fflush(out);
+}
+
+void gmp__dump_fatal(struct schedt *s)
+{
+    struct wr w = {.put = put_fatal};
+    gmp__fatal_puts("\n");
+    dump(s, &w, true);
+}
+
+/* ---- SIGQUIT ------------------------------------------------------------- */
+
+static struct sigaction old_quit;
+static bool quit_installed;
+
+static void on_quit(int sig)
+{
+    (void)sig;
+    /* Acquire: as in cursched. */
+    struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
+    gmp__fatal_begin("SIGQUIT: goroutine dump\n");
+    if (s)
+        gmp__dump_fatal(s);
+    _exit(2);                       /* as Go does after its dump */
+}
+
+int gmp__sigquit_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_quit;
+    sa.sa_flags = SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGQUIT, &sa, &old_quit) != 0)
+        return GMP_EINVAL;
+    quit_installed = true;
+    return 0;
+}
+
+void gmp__sigquit_restore(void)
+{
+    if (quit_installed)
+        sigaction(SIGQUIT, &old_quit, NULL);
+    quit_installed = false;
+}

@@ -1,0 +1,552 @@
+/*
+ * test_trace.c - introspection: gmp_stats, the schedtrace lines, gmp_dump
+ * and the dump on SIGQUIT.
+ *
+ * Claims:
+ *   - after a known workload the counters add up: goroutines created,
+ *     system calls, live and runnable back to zero once quiet; a P handed
+ *     off from a blocked call and a preempted hog are counted; a reader
+ *     parked on a pipe is a poller waiter until it is woken;
+ *   - GMP_DEBUG=schedtrace=N prints lines in Go's shape, one per period,
+ *     with the right gomaxprocs and one run-queue length per P; with
+ *     scheddetail=1 one line per P and a line for a parked goroutine;
+ *   - gmp_dump lists a goroutine parked on a channel or a mutex with its
+ *     wait reason, a backtrace line and its start function and argument;
+ *   - with dump_on_sigquit, SIGQUIT writes the dump and exits with 2;
+ *   - bad input and no runtime are errors, never a crash.
+ * The test binary exports its symbols (ENABLE_EXPORTS) so that dladdr
+ * names the start functions, which are therefore not static.
+ */
+#include "harness.h"
+
+#include <pthread.h>
+
+/* ---- Helpers -------------------------------------------------------------- */
+
+static gmp_stats_t stats(void)
+{
+    gmp_stats_t st;
+    assert_int_equal(gmp_stats(&st), 0);
+    return st;
+}
+
+/* gmp_dump's output, NUL-terminated, malloc'd. */
+static char *dump_text(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    gmp_dump(f);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+struct gwait {
+    uint64_t    id;
+    const char *reason;
+};
+
+/* gmp_dump shows goroutine id waiting for reason. */
+static bool dump_shows(void *arg)
+{
+    struct gwait *w = arg;
+    char *text = dump_text();
+    bool ok = h_has_gline(text, (unsigned long long)w->id, w->reason);
+    free(text);
+    return ok;
+}
+
+/* ---- Counters --------------------------------------------------------------- */
+
+#define WORK_GS    H_SCALE(1000)
+#define WORK_CALLS 10
+
+static _Atomic int64_t work_done;
+
+void trace_worker(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < WORK_CALLS; i++) {
+        gmp_syscall_enter();
+        (void)getppid();
+        gmp_syscall_exit();
+    }
+    atomic_fetch_add(&work_done, 1);
+}
+
+void trace_spawner(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < WORK_GS; i++)
+        G_CHECK(gmp_go(trace_worker, NULL) == 0);
+    atomic_fetch_add(&work_done, 1);
+}
+
+/* WORK_GS goroutines from the test thread and WORK_GS from a goroutine,
+ * each with WORK_CALLS brackets: created, syscalls, live, runnable. */
+static void test_stats_count_a_known_workload(void **state)
+{
+    (void)state;
+    bad_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_stats_t a = stats();
+    assert_int_equal(a.goroutines_live, 0);
+    assert_int_equal(a.procs, (uint64_t)gmp_procs());
+
+    atomic_store(&work_done, 0);
+    for (int i = 0; i < WORK_GS; i++)
+        assert_int_equal(gmp_go(trace_worker, NULL), 0);
+    assert_int_equal(gmp_go(trace_spawner, NULL), 0);
+    assert_int_equal(h_wait(&work_done, 2 * WORK_GS + 1), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+
+    gmp_stats_t b = stats();
+    assert_int_equal(b.goroutines_created - a.goroutines_created,
+                     2 * WORK_GS + 1);
+    assert_int_equal(b.syscalls - a.syscalls, 2 * WORK_GS * WORK_CALLS);
+    assert_int_equal(b.goroutines_live, 0);
+    assert_int_equal(b.goroutines_runnable, 0);
+    assert_int_equal(b.global_runq, 0);
+    assert_true(b.steals >= a.steals);
+    assert_true(b.preemptions >= a.preemptions);
+    assert_true(b.threads >= 1);
+    assert_true(b.idle_threads <= b.threads);
+    assert_true(b.idle_procs <= b.procs);
+    assert_true(b.spinning_threads <= b.threads);
+}
+
+/* One reader per P blocks in a bracketed read, so every P sits in a
+ * system call; a goroutine that sets a flag can only run once sysmon
+ * hands a P off. */
+static int handoff_pipe[2];
+static _Atomic int64_t handoff_ran, handoff_readers;
+
+void trace_blocked_reader(void *arg)
+{
+    (void)arg;
+    char c;
+    atomic_fetch_add(&handoff_readers, 1);
+    gmp_syscall_enter();
+    ssize_t r = read(handoff_pipe[0], &c, 1);
+    gmp_syscall_exit();
+    G_CHECK(r == 1);
+}
+
+void trace_flagger(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&handoff_ran, 1);
+}
+
+static void test_stats_count_handoffs(void **state)
+{
+    bad_reset();
+    int procs = ((struct h_env *)*state)->procs;
+    assert_int_equal(pipe(handoff_pipe), 0);
+    atomic_store(&handoff_ran, 0);
+    atomic_store(&handoff_readers, 0);
+    gmp_stats_t a = stats();
+    for (int i = 0; i < procs; i++)
+        assert_int_equal(gmp_go(trace_blocked_reader, NULL), 0);
+    assert_int_equal(h_wait(&handoff_readers, procs), 0);
+    assert_int_equal(gmp_go(trace_flagger, NULL), 0);
+    assert_int_equal(h_wait(&handoff_ran, 1), 0);
+    assert_int_equal(write(handoff_pipe[1], "xxxxxxxx", (size_t)procs),
+                     procs);
+    assert_int_equal(h_wait_quiet(), 0);
+    close(handoff_pipe[0]);
+    close(handoff_pipe[1]);
+    ASSERT_NO_BAD();
+    /* Every P was in a read or about to enter one (a reader counts
+     * itself before its bracket and keeps its P until then), and the
+     * flagger waited on a queue: only a handoff let it run. */
+    gmp_stats_t b = stats();
+    assert_int_equal(b.syscalls - a.syscalls, (uint64_t)procs);
+    assert_true(b.handoffs - a.handoffs >= 1);
+}
+
+/* Hogs, one per P, that call the runtime only through gmp_sleep(0) (a
+ * preemption point that yields only when sysmon has marked the P), until
+ * a goroutine behind them runs: only a preemption lets it. Cooperative,
+ * so that the count holds where signals are off (TSan, valgrind). */
+static _Atomic int hog_stop;
+static _Atomic int64_t hogs_running, hogs_done;
+
+void trace_hog(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&hogs_running, 1);
+    while (!atomic_load_explicit(&hog_stop, memory_order_relaxed))
+        gmp_sleep(0);
+    atomic_fetch_add(&hogs_done, 1);
+}
+
+void trace_stopper(void *arg)
+{
+    (void)arg;
+    atomic_store(&hog_stop, 1);
+}
+
+static void test_stats_count_preemptions(void **state)
+{
+    int procs = ((struct h_env *)*state)->procs;
+    atomic_store(&hog_stop, 0);
+    atomic_store(&hogs_running, 0);
+    atomic_store(&hogs_done, 0);
+    gmp_stats_t a = stats();
+    for (int i = 0; i < procs; i++)
+        assert_int_equal(gmp_go(trace_hog, NULL), 0);
+    assert_int_equal(h_wait(&hogs_running, procs), 0);
+    assert_int_equal(gmp_go(trace_stopper, NULL), 0);
+    assert_int_equal(h_wait(&hogs_done, procs), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_stats_t b = stats();
+    assert_true(b.preemptions - a.preemptions >= 1);
+}
+
+static int waiter_pipe[2];
+static _Atomic int64_t waiter_done;
+
+void trace_pipe_reader(void *arg)
+{
+    (void)arg;
+    char c;
+    G_CHECK(gmp_read(waiter_pipe[0], &c, 1) == 1);
+    atomic_fetch_add(&waiter_done, 1);
+}
+
+static bool one_waiter(void *arg)
+{
+    (void)arg;
+    return stats().netpoll_waiters == 1;
+}
+
+static void test_stats_count_poller_waiters(void **state)
+{
+    (void)state;
+    bad_reset();
+    assert_int_equal(pipe(waiter_pipe), 0);
+    atomic_store(&waiter_done, 0);
+    assert_int_equal(stats().netpoll_waiters, 0);
+    assert_int_equal(gmp_go(trace_pipe_reader, NULL), 0);
+    assert_int_equal(h_wait_until(one_waiter, NULL, "one poller waiter"), 0);
+    assert_int_equal(write(waiter_pipe[1], "x", 1), 1);
+    assert_int_equal(h_wait(&waiter_done, 1), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_int_equal(stats().netpoll_waiters, 0);
+    assert_int_equal(gmp_close(waiter_pipe[0]), 0);
+    close(waiter_pipe[1]);
+    ASSERT_NO_BAD();
+}
+
+/* ---- gmp_dump ------------------------------------------------------------- */
+
+static gmp_chan_t *dump_ch;
+static gmp_mutex_t dump_mu = GMP_MUTEX_INIT;
+static _Atomic int64_t dump_ids[2], dump_done;
+
+void trace_parked_receiver(void *arg)
+{
+    (void)arg;
+    atomic_store(&dump_ids[0], (int64_t)gmp_id());
+    int v;
+    G_CHECK(gmp_chan_recv(dump_ch, &v) == 0 && v == 7);
+    atomic_fetch_add(&dump_done, 1);
+}
+
+void trace_parked_locker(void *arg)
+{
+    (void)arg;
+    atomic_store(&dump_ids[1], (int64_t)gmp_id());
+    gmp_mutex_lock(&dump_mu);
+    gmp_mutex_unlock(&dump_mu);
+    atomic_fetch_add(&dump_done, 1);
+}
+
+/* The lines of goroutine id's entry, from its header to its blank line. */
+static const char *entry_of(const char *text, uint64_t id)
+{
+    char head[64];
+    snprintf(head, sizeof head, "goroutine %llu [",
+             (unsigned long long)id);
+    const char *p = strstr(text, head);
+    assert_non_null(p);
+    return p;
+}
+
+static void test_dump_lists_parked_goroutines(void **state)
+{
+    (void)state;
+    bad_reset();
+    dump_ch = gmp_chan_make(sizeof(int), 0);
+    assert_non_null(dump_ch);
+    atomic_store(&dump_done, 0);
+    atomic_store(&dump_ids[0], 0);
+    atomic_store(&dump_ids[1], 0);
+    gmp_mutex_lock(&dump_mu);
+    assert_int_equal(gmp_go(trace_parked_receiver, (void *)(uintptr_t)42),
+                     0);
+    assert_int_equal(gmp_go(trace_parked_locker, (void *)(uintptr_t)43), 0);
+    assert_int_equal(h_wait(&dump_ids[0], 1), 0);
+    assert_int_equal(h_wait(&dump_ids[1], 1), 0);
+    struct gwait w0 = {(uint64_t)atomic_load(&dump_ids[0]), "chan receive"};
+    struct gwait w1 = {(uint64_t)atomic_load(&dump_ids[1]),
+                       "sync.Mutex.Lock"};
+    assert_int_equal(h_wait_until(dump_shows, &w0, "receiver parked"), 0);
+    assert_int_equal(h_wait_until(dump_shows, &w1, "locker parked"), 0);
+
+    char *text = dump_text();
+    const char *e0 = entry_of(text, w0.id);
+    const char *end0 = strstr(e0, "\n\n");
+    assert_non_null(end0);
+    const char *start0 = strstr(e0, "started as trace_parked_receiver(0x2a)");
+    assert_non_null(start0);
+    assert_true(start0 < end0);
+    /* At least one frame between the header and the start line. */
+    const char *frame = strstr(e0, ":\n\t");
+    assert_non_null(frame);
+    assert_true(frame < start0);
+    const char *e1 = entry_of(text, w1.id);
+    const char *start1 = strstr(e1, "started as trace_parked_locker(0x2b)");
+    assert_non_null(start1);
+    assert_true(start1 < strstr(e1, "\n\n"));
+    free(text);
+
+    int v = 7;
+    assert_int_equal(gmp_chan_send(dump_ch, &v), 0);
+    gmp_mutex_unlock(&dump_mu);
+    assert_int_equal(h_wait(&dump_done, 2), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_chan_free(dump_ch);
+    ASSERT_NO_BAD();
+}
+
+/* ---- schedtrace and SIGQUIT, in forked children --------------------------- */
+
+struct trace_case {
+    const char *debug;
+    int         procs;
+};
+
+static gmp_chan_t *child_ch;
+
+void trace_child_receiver(void *arg)
+{
+    (void)arg;
+    printf("parked %llu\n", (unsigned long long)gmp_id());
+    fflush(stdout);
+    int v;
+    gmp_chan_recv(child_ch, &v);
+}
+
+/* main parks a receiver, lets 60 ms of reports go by, then releases it. */
+static void trace_child_main(void *arg)
+{
+    (void)arg;
+    child_ch = gmp_chan_make(sizeof(int), 0);
+    gmp_go(trace_child_receiver, NULL);
+    for (int i = 0; i < 6; i++) {
+        gmp_sleep(10 * MS);
+        gmp_yield();
+    }
+    int v = 1;
+    gmp_chan_send(child_ch, &v);
+    gmp_sleep(10 * MS);
+}
+
+static void trace_child(void *arg)
+{
+    struct trace_case *c = arg;
+    setenv("GMP_DEBUG", c->debug, 1);
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = c->procs;
+    _exit(gmp_main(trace_child_main, NULL, &cfg) == 0 ? 0 : 10);
+}
+
+/* Parses one SCHED line at p; returns its ms, or -1. */
+static long sched_line(const char *p, int procs, bool detail)
+{
+    long ms;
+    int gomaxprocs, idle, threads, spinning, idlethreads, runq, len = 0;
+    if (sscanf(p, "SCHED %ldms: gomaxprocs=%d idleprocs=%d threads=%d "
+                  "spinningthreads=%d idlethreads=%d runqueue=%d%n",
+               &ms, &gomaxprocs, &idle, &threads, &spinning, &idlethreads,
+               &runq, &len) != 7)
+        return -1;
+    if (gomaxprocs != procs || idle < 0 || idle > procs || threads < 0 ||
+        spinning < 0 || idlethreads < 0 || idlethreads > threads || runq < 0)
+        return -1;
+    p += len;
+    if (detail)
+        return *p == '\n' ? ms : -1;
+    if (*p++ != ' ' || *p++ != '[')
+        return -1;
+    for (int i = 0; i < procs; i++) {
+        int n, l = 0;
+        if (sscanf(p, i ? " %d%n" : "%d%n", &n, &l) != 1 || n < 0)
+            return -1;
+        p += l;
+    }
+    return p[0] == ']' && p[1] == '\n' ? ms : -1;
+}
+
+static void test_schedtrace_lines_parse(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        struct trace_case c = {"schedtrace=5", procs};
+        struct h_child res;
+        assert_int_equal(h_fork(trace_child, &c, &res), 0);
+        if (!WIFEXITED(res.status) || WEXITSTATUS(res.status) != 0)
+            print_error("status %#x, stderr:\n%s\n", res.status, res.err);
+        assert_true(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+        int lines = 0;
+        long last = -1;
+        for (const char *p = res.err; (p = strstr(p, "SCHED ")) != NULL;
+             p++) {
+            long ms = sched_line(p, procs, false);
+            if (ms < 0)
+                print_error("procs=%d: bad line: %.*s\n", procs,
+                            (int)strcspn(p, "\n"), p);
+            assert_true(ms >= 0);
+            assert_true(ms >= last);
+            last = ms;
+            lines++;
+        }
+        print_message("procs=%d: %d SCHED lines\n", procs, lines);
+        assert_true(lines >= 3);
+    }
+}
+
+static void test_scheddetail_lists_ps_and_a_parked_goroutine(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        struct trace_case c = {"schedtrace=5,scheddetail=1", procs};
+        struct h_child res;
+        assert_int_equal(h_fork(trace_child, &c, &res), 0);
+        if (!WIFEXITED(res.status) || WEXITSTATUS(res.status) != 0)
+            print_error("status %#x, stderr:\n%s\n", res.status, res.err);
+        assert_true(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+        unsigned long long id = 0;
+        assert_int_equal(sscanf(res.out, "parked %llu", &id), 1);
+        char gline[96];
+        snprintf(gline, sizeof gline, "  G%llu: status=waiting(chan receive)",
+                 id);
+        assert_true(h_has_line(res.err, gline));
+        /* Every whole report: procs P lines right after the SCHED line,
+         * then M lines. */
+        int reports = 0;
+        for (const char *p = res.err; (p = strstr(p, "SCHED ")) != NULL;
+             p++) {
+            assert_true(sched_line(p, procs, true) >= 0);
+            const char *q = strchr(p, '\n');
+            if (!q)
+                break;
+            for (int i = 0; i < procs; i++) {
+                char want[32];
+                snprintf(want, sizeof want, "\n  P%d: status=", i);
+                if (q[0] == '\0')
+                    break;          /* the capture was cut here */
+                assert_int_equal(strncmp(q, want, strlen(want)), 0);
+                q = strchr(q + 1, '\n');
+                if (!q)
+                    break;
+            }
+            if (q && q[0] && strncmp(q, "\n  M", 4) == 0)
+                reports++;
+        }
+        print_message("procs=%d: %d whole reports\n", procs, reports);
+        assert_true(reports >= 1);
+    }
+}
+
+static void quit_main(void *arg)
+{
+    (void)arg;
+    child_ch = gmp_chan_make(sizeof(int), 0);
+    gmp_go(trace_child_receiver, NULL);
+    gmp_sleep(20 * MS);             /* let it park; the test checks it did */
+    raise(SIGQUIT);
+}
+
+static void quit_child(void *arg)
+{
+    (void)arg;
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = 2;
+    cfg.dump_on_sigquit = 1;
+    _exit(gmp_main(quit_main, NULL, &cfg) == 0 ? 0 : 10);
+}
+
+static void test_sigquit_dumps_and_exits_2(void **state)
+{
+    (void)state;
+    struct h_child res;
+    assert_int_equal(h_fork(quit_child, NULL, &res), 0);
+    if (!WIFEXITED(res.status) || WEXITSTATUS(res.status) != 2)
+        print_error("status %#x, stderr:\n%s\n", res.status, res.err);
+    assert_true(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 2);
+    unsigned long long id = 0;
+    assert_int_equal(sscanf(res.out, "parked %llu", &id), 1);
+    /* The receiver may not have parked within 20 ms on a loaded machine:
+     * then it is listed as runnable or running. Either way it is listed
+     * with its start function. */
+    char head[64];
+    snprintf(head, sizeof head, "goroutine %llu [", id);
+    const char *e = strstr(res.err, head);
+    if (!e)
+        print_error("no entry for goroutine %llu:\n%s\n", id, res.err);
+    assert_non_null(e);
+    assert_non_null(strstr(e, "started as trace_child_receiver("));
+}
+
+/* ---- Bad input, no runtime ------------------------------------------------- */
+
+static void test_no_runtime_and_bad_input(void **state)
+{
+    (void)state;
+    gmp_stats_t st;
+    memset(&st, 0xff, sizeof st);
+    assert_int_equal(gmp_stats(&st), GMP_EPERM);
+    assert_int_equal(st.goroutines_created, 0);
+    assert_int_equal(st.procs, 0);
+    assert_int_equal(gmp_stats(NULL), GMP_EINVAL);
+    gmp_dump(NULL);
+    char *text = dump_text();
+    assert_non_null(strstr(text, "no runtime"));
+    free(text);
+}
+
+static void test_stats_null_is_einval(void **state)
+{
+    (void)state;
+    assert_int_equal(gmp_stats(NULL), GMP_EINVAL);
+    gmp_dump(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest none[] = {
+        cmocka_unit_test(test_no_runtime_and_bad_input),
+        cmocka_unit_test(test_schedtrace_lines_parse),
+        cmocka_unit_test(test_scheddetail_lists_ps_and_a_parked_goroutine),
+        cmocka_unit_test(test_sigquit_dumps_and_exits_2),
+    };
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_stats_null_is_einval),
+        cmocka_unit_test(test_stats_count_a_known_workload),
+        cmocka_unit_test(test_stats_count_handoffs),
+        cmocka_unit_test(test_stats_count_preemptions),
+        cmocka_unit_test(test_stats_count_poller_waiters),
+        cmocka_unit_test(test_dump_lists_parked_goroutines),
+    };
+    return cmocka_run_group_tests_name("trace no runtime", none, NULL, NULL)
+         + cmocka_run_group_tests_name("trace procs=1", t, h_up_1, h_down)
+         + cmocka_run_group_tests_name("trace procs=2", t, h_up_2, h_down)
+         + cmocka_run_group_tests_name("trace procs=4", t, h_up_4, h_down);
+}
