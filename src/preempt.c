@@ -18,9 +18,10 @@
  *     signal handler, nor in code that masked signals);
  *   - the interrupted PC is not in the runtime (between gmp__text_begin
  *     and gmp__text_end: the library is partially linked into one object
- *     with those markers first and last), nor in libc, the dynamic loader
- *     or the other system libraries listed in excluded_libs: code there
- *     may hold a lock the next goroutine on this thread needs;
+ *     with those markers first and last), nor in libc, the dynamic loader,
+ *     the vDSO or the other system libraries listed in excluded_libs:
+ *     code there may hold a lock the next goroutine on this thread needs
+ *     (the runtime reads the clock through the vDSO with locks held);
  *   - arm64: no SVE or SME state beyond the SIMD registers is live.
  * Then it rewrites the signal context so that, on return from the
  * handler, the thread enters gmp__asyncpreempt (arch/<arch>/preempt.S)
@@ -49,6 +50,7 @@
 #include <errno.h>
 #include <link.h>
 #include <signal.h>
+#include <sys/auxv.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -126,16 +128,31 @@ static void excl_add(uintptr_t lo, uintptr_t hi)
     }
 }
 
+/* Whether the object holds the vDSO's ELF header: the vDSO is excluded
+ * too, since the runtime itself calls into it (clock_gettime) with locks
+ * held, and a PC there says nothing about who called. */
+static bool is_vdso(const struct dl_phdr_info *info)
+{
+    uintptr_t ehdr = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    for (int i = 0; ehdr && i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && ehdr >= lo && ehdr < lo + ph->p_memsz)
+            return true;
+    }
+    return false;
+}
+
 static int scan_object(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     bool *have_libc = data;
     const char *name = info->dlpi_name;
-    if (!name || !*name)
-        return 0;                   /* the program itself, or the vdso */
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    bool hit = false;
+    bool hit = is_vdso(info);
+    if (!hit && (!name || !*name))
+        return 0;                   /* the program itself */
+    const char *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name ? name : "";
     for (size_t i = 0; i < sizeof excluded_libs / sizeof *excluded_libs; i++)
         if (strncmp(base, excluded_libs[i], strlen(excluded_libs[i])) == 0)
             hit = true;
