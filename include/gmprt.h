@@ -83,9 +83,37 @@ typedef struct gmp_config {
     int    dump_on_sigquit; /* nonzero: SIGQUIT writes gmp_dump's report
                             to stderr and exits with status 2, as Go does;
                             the previous handler is restored at stop      */
+    /* Embedding hooks, each optional (NULL: none). They are process-wide:
+     * set when the runtime starts and kept until the next one starts. All
+     * get hook_ctx as their last argument.
+     *   thread_start / thread_stop: called on every thread the runtime
+     *     creates (its Ms and its monitor), first thing after it starts
+     *     and last thing before it exits, so that a garbage collector can
+     *     register it; they run on that thread and must not call gmprt.
+     *     After gmp_shutdown (or gmp_main) returns, every start has had
+     *     its stop, except for threads gmp_main abandoned while they ran a
+     *     goroutine: those call thread_stop when they finally leave.
+     *   mem_alloc / mem_free (both or neither): the runtime's own objects
+     *     (scheduler, thread and goroutine records, timer heaps, poller
+     *     tables, channels, pools). mem_alloc returns memory aligned to 64
+     *     bytes, or NULL; mem_free gets the size that was asked for.
+     *     Everything is freed by the time gmp_shutdown returns, except
+     *     what the program still holds (channels, pools it did not free).
+     *   stack_alloc / stack_free (both or neither): goroutine stacks (in
+     *     chunks of many) and signal stacks: page-aligned memory the
+     *     runtime may mprotect/madvise (guard pages, which it removes
+     *     again before stack_free); it is committed as it is touched only
+     *     if the host's memory is. */
+    void  (*thread_start)(void *ctx);
+    void  (*thread_stop)(void *ctx);
+    void *(*mem_alloc)(size_t size, void *ctx);
+    void  (*mem_free)(void *p, size_t size, void *ctx);
+    void *(*stack_alloc)(size_t size, void *ctx);
+    void  (*stack_free)(void *p, size_t size, void *ctx);
+    void  *hook_ctx;
     /* Room for fields later versions add: all-zero means "defaults", so a
      * program built against this header keeps working with a newer library. */
-    void  *reserved_[12];
+    void  *reserved_[5];
 } gmp_config_t;
 
 /* Starts the runtime, runs fn(arg) as the main goroutine on a runtime
@@ -448,6 +476,84 @@ GMP_EXTERN int gmp_stats(gmp_stats_t *out);
  * dump to stderr and exit with status 2, as Go does.
  */
 GMP_EXTERN void gmp_dump(FILE *out);
+
+/* ---- Embedding: stacks for a garbage collector --------------------------- */
+
+/*
+ * Calls cb(lo, hi, sp, arg) for every goroutine stack in use: [lo, hi) is
+ * the stack, sp where its live part starts. For a goroutine that waits or
+ * is queued, sp is its saved stack pointer (everything it holds lies in
+ * [sp, hi)); for one running on another thread sp is lo (scan all of it);
+ * for the caller, its current frame. Goroutines that have not started yet
+ * have no stack and are not reported. A conservative collector scans
+ * [sp, hi) of each as roots, with the thread hooks of gmp_config_t to
+ * find the runtime's threads. Nothing is stopped: stacks of goroutines
+ * that run meanwhile change under the scan, as with any thread. cb must
+ * not call gmprt. Returns how many stacks were reported, GMP_EINVAL (cb
+ * NULL), GMP_EPERM (no runtime). Context: any thread.
+ */
+GMP_EXTERN int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp,
+                                             void *arg),
+                                  void *arg);
+
+/* ---- Goroutine-local storage and thread affinity ------------------------ */
+
+/*
+ * pthread's keys, per goroutine. A key names one value per goroutine: it
+ * starts NULL in every goroutine, gmp_setspecific sets the caller's, and
+ * it follows the goroutine from thread to thread (unlike __thread
+ * variables, which stay with the thread). When a goroutine's function
+ * returns, each non-NULL value whose key has a destructor is set to NULL
+ * and passed to the destructor, on that goroutine; if destructors set
+ * values again, this repeats up to GMP_KEY_DESTRUCTOR_ITERATIONS times
+ * (pthread's PTHREAD_DESTRUCTOR_ITERATIONS). Goroutines abandoned when
+ * gmp_main returns never return, so their destructors never run.
+ * On a thread that is not a goroutine (a host thread, gmp_main's caller)
+ * the same calls act on a table of that thread's own, whose destructors
+ * run when the thread exits through pthread_exit or by returning from its
+ * start function (as pthread's; not at exit()).
+ * Keys are process-wide and need no running runtime; a key stays valid
+ * across runtimes. gmp_key_delete runs no destructor (as pthread's): the
+ * values left become unreachable, and freeing them is the program's.
+ * Context: any thread, any goroutine. gmp_getspecific is a few loads, no
+ * lock, no allocation.
+ */
+typedef uint32_t gmp_key_t;
+#define GMP_KEYS_MAX                  128
+#define GMP_KEY_DESTRUCTOR_ITERATIONS 4
+
+/* Creates a key; *key is never 0, so 0 can mean "no key". destructor may
+ * be NULL. Returns 0, GMP_EINVAL (key NULL), GMP_EAGAIN (GMP_KEYS_MAX
+ * keys exist). */
+GMP_EXTERN int gmp_key_create(gmp_key_t *key, void (*destructor)(void *));
+/* Deletes a key: its values read as NULL from now on, also if its slot is
+ * reused by a later gmp_key_create. Returns 0, GMP_EINVAL (not a live
+ * key). */
+GMP_EXTERN int gmp_key_delete(gmp_key_t key);
+/* The caller's value for key: NULL if never set, or key is not live. */
+GMP_EXTERN void *gmp_getspecific(gmp_key_t key);
+/* Sets the caller's value for key. The first non-NULL value a goroutine
+ * sets allocates its table (it grows for keys made later). Returns 0,
+ * GMP_EINVAL (not a live key), GMP_ENOMEM (nothing changed). */
+GMP_EXTERN int gmp_setspecific(gmp_key_t key, void *value);
+
+/* Go's runtime.LockOSThread / UnlockOSThread. While locked, the calling
+ * goroutine runs only on its current thread and that thread runs no other
+ * goroutine: through yields, preemption, every wait, and a syscall bracket
+ * (the P is handed off inside it; on the way out the goroutine gets a P
+ * back on the same thread). For thread-affine state: thread-local
+ * variables, an OpenGL context, a signal mask, credentials or namespaces
+ * set per thread. Calls nest (Go 1.10's count): the goroutine is unlocked
+ * when unlocks have matched locks; an unlock while not locked does
+ * nothing. Switching threads for a locked goroutine costs two thread
+ * wake-ups, as in Go: keep locked stretches for what needs them. If the
+ * goroutine's function returns while locked, the goroutine is unlocked
+ * after its key destructors ran (on that thread), and the thread goes
+ * back to running other goroutines (Go ends the thread instead): undo
+ * any thread state you changed before returning. On a thread that is not
+ * a goroutine both do nothing. Context: any. */
+GMP_EXTERN void gmp_lock_os_thread(void);
+GMP_EXTERN void gmp_unlock_os_thread(void);
 
 #ifdef __cplusplus
 }

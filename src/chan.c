@@ -264,20 +264,30 @@ static int chanrecv(struct gmp_chan *c, void *ep, bool block)
     return chan_wait(c, &c->recvq, ep, WAIT_CHAN_RECV) ? 0 : GMP_ECLOSED;
 }
 
-gmp_chan_t *gmp_chan_make(size_t elem_size, size_t cap)
+#define CHAN_HEAD ((sizeof(struct gmp_chan) + GMP_CACHELINE - 1) &            \
+                   ~(size_t)(GMP_CACHELINE - 1))
+
+/* A channel's size: its header and buffer, whole cache lines; 0 when it
+ * would overflow. */
+static size_t chan_bytes(size_t elem_size, size_t cap)
 {
-    size_t head = (sizeof(struct gmp_chan) + GMP_CACHELINE - 1) &
-                  ~(size_t)(GMP_CACHELINE - 1);
     size_t bytes;
     if (__builtin_mul_overflow(elem_size, cap, &bytes) ||
-        __builtin_add_overflow(bytes, head + GMP_CACHELINE - 1, &bytes))
+        __builtin_add_overflow(bytes, CHAN_HEAD + GMP_CACHELINE - 1, &bytes))
+        return 0;
+    return bytes & ~(size_t)(GMP_CACHELINE - 1);
+}
+
+gmp_chan_t *gmp_chan_make(size_t elem_size, size_t cap)
+{
+    size_t head = CHAN_HEAD;
+    size_t bytes = chan_bytes(elem_size, cap);
+    if (bytes == 0)
         return NULL;
-    bytes &= ~(size_t)(GMP_CACHELINE - 1);
     /* Lines of its own: a channel is shared between cores by design. */
-    struct gmp_chan *c = aligned_alloc(GMP_CACHELINE, bytes);
+    struct gmp_chan *c = gmp__alloc(bytes);
     if (!c)
         return NULL;
-    memset(c, 0, sizeof *c);
     c->dataqsiz = cap;
     c->elemsize = elem_size;
     c->buf = (char *)c + head;
@@ -346,7 +356,8 @@ int gmp_chan_close(gmp_chan_t *c)
 
 void gmp_chan_free(gmp_chan_t *c)
 {
-    free(c);
+    if (c)
+        gmp__free(c, chan_bytes(c->elemsize, c->dataqsiz));
 }
 
 size_t gmp_chan_len(const gmp_chan_t *c)

@@ -29,16 +29,23 @@
 static bool gchunk_new(struct schedt *s)
 {
     size_t len = GCHUNK_BYTES;
-    char *raw = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (raw == MAP_FAILED)
-        return false;
-    char *base = (char *)(((uintptr_t)raw + len - 1) & ~(uintptr_t)(len - 1));
-    if (base > raw)
-        munmap(raw, (size_t)(base - raw));
-    if (base + len < raw + 2 * len)
-        munmap(base + len, (size_t)(raw + 2 * len - (base + len)));
-    madvise(base, len, MADV_HUGEPAGE);      /* a hint; fine if refused */
+    char *base;
+    if (gmp__hooks.mem_alloc) {
+        /* The host's memory: it decides about pages. */
+        if (!(base = gmp__alloc(len)))
+            return false;
+    } else {
+        char *raw = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (raw == MAP_FAILED)
+            return false;
+        base = (char *)(((uintptr_t)raw + len - 1) & ~(uintptr_t)(len - 1));
+        if (base > raw)
+            munmap(raw, (size_t)(base - raw));
+        if (base + len < raw + 2 * len)
+            munmap(base + len, (size_t)(raw + 2 * len - (base + len)));
+        madvise(base, len, MADV_HUGEPAGE);  /* a hint; fine if refused */
+    }
     struct gslab *sl = (struct gslab *)base;
     sl->next = s->gslabs;
     sl->len = len;
@@ -46,6 +53,20 @@ static bool gchunk_new(struct schedt *s)
     s->gchunk_next = sl->gs;
     s->gchunk_end = sl->gs + (len - sizeof *sl) / sizeof(struct g);
     return true;
+}
+
+/* Frees every slab, as gchunk_new got it (the hooks do not change while
+ * a runtime runs). Context: runtime teardown. */
+void gmp__gslabs_release(struct schedt *s)
+{
+    for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
+        next = sl->next;
+        if (gmp__hooks.mem_alloc)
+            gmp__free(sl, sl->len);
+        else
+            munmap(sl, sl->len);
+    }
+    s->gslabs = NULL;
 }
 
 /* Carves up to n fresh Gs from the current chunk; returns the first and

@@ -155,6 +155,13 @@ static unsigned gcd(unsigned a, unsigned b)
     return a;
 }
 
+/* The scheduler and its Ps. */
+static void free_core(struct schedt *s)
+{
+    gmp__free(s->allp, sizeof(struct p) * (size_t)s->procs);
+    gmp__free(s, sizeof *s);
+}
+
 static void runtime_free(struct schedt *s)
 {
     /* Set already unless start failed halfway. Relaxed: see struct
@@ -168,25 +175,21 @@ static void runtime_free(struct schedt *s)
     for (int i = 0; i < s->procs; i++)
         gmp__timers_free(&s->allp[i]);
     gmp__netpoll_free(s);
-    for (struct gslab *sl = s->gslabs, *next; sl; sl = next) {
-        next = sl->next;
-        munmap(sl, sl->len);
-    }
+    gmp__gext_release_all(s);       /* before the Gs it hangs off */
+    gmp__gslabs_release(s);
     for (struct m *mp = s->allm, *next; mp; mp = next) {
         next = mp->alllink;
-        free(mp);
+        gmp__free(mp, sizeof *mp);
     }
-    free(s->allp);
     gmp__signals_restore();
-    free(s);
+    free_core(s);
 }
 
 static struct schedt *runtime_new(const struct settings *set)
 {
-    struct schedt *s;
-    if (posix_memalign((void **)&s, GMP_CACHELINE, sizeof *s) != 0)
+    struct schedt *s = gmp__alloc(sizeof *s);
+    if (!s)
         return NULL;
-    memset(s, 0, sizeof *s);
     s->procs = set->procs;
     s->maxmcount = set->max_threads;
     s->stack_size = set->stack_size;
@@ -196,12 +199,10 @@ static struct schedt *runtime_new(const struct settings *set)
     s->start_ns = gmp_nanotime();
     /* Relaxed: not yet published. */
     atomic_store_explicit(&s->coarse_ns, s->start_ns, memory_order_relaxed);
-    size_t psz = sizeof(struct p) * (size_t)s->procs;
-    if (posix_memalign((void **)&s->allp, GMP_CACHELINE, psz) != 0) {
-        free(s);
+    if (!(s->allp = gmp__alloc(sizeof(struct p) * (size_t)s->procs))) {
+        gmp__free(s, sizeof *s);
         return NULL;
     }
-    memset(s->allp, 0, psz);
     for (int i = s->procs - 1; i >= 0; i--) {
         struct p *pp = &s->allp[i];
         pp->id = i;
@@ -217,21 +218,18 @@ static struct schedt *runtime_new(const struct settings *set)
         if (gcd(i, (unsigned)s->procs) == 1)
             s->coprimes[s->ncoprimes++] = i;
     if (gmp__netpoll_init(s) != 0) {
-        free(s->allp);
-        free(s);
+        free_core(s);
         return NULL;
     }
     if (gmp__signals_install() != 0) {
         gmp__netpoll_free(s);
-        free(s->allp);
-        free(s);
+        free_core(s);
         return NULL;
     }
     if (set->dump_on_sigquit && gmp__sigquit_install() != 0) {
         gmp__signals_restore();
         gmp__netpoll_free(s);
-        free(s->allp);
-        free(s);
+        free_core(s);
         return NULL;
     }
     gmp__preempt_setup(s, set->async_preempt);
@@ -254,6 +252,7 @@ void gmp__mexit(struct m *mp)
 {
     struct schedt *s = mp->sched;
     bool last = false;
+    gmp__thread_stopping();
     gmp__preempt_mexit(mp);         /* no preemption signal from here on */
     gmp__altstack_release(mp);
     gmp__lock(&s->lock);
@@ -350,6 +349,7 @@ static int start(const gmp_config_t *cfg, bool main_mode,
         pthread_mutex_unlock(&lc_mu);
         return GMP_EBUSY;
     }
+    gmp__hooks_set(cfg);            /* before the runtime's first byte */
     struct schedt *s = runtime_new(&set);
     if (!s) {
         pthread_mutex_unlock(&lc_mu);

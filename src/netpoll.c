@@ -82,7 +82,7 @@ struct fdwait {
 int gmp__netpoll_init(struct schedt *s)
 {
     s->epfd = s->evfd = -1;
-    s->pdtab = calloc(PD_TOP, sizeof *s->pdtab);
+    s->pdtab = gmp__alloc(PD_TOP * sizeof *s->pdtab);
     if (!s->pdtab)
         return GMP_ENOMEM;
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -109,8 +109,9 @@ void gmp__netpoll_free(struct schedt *s)
     if (s->pdtab) {
         for (int i = 0; i < PD_TOP; i++)
             /* Relaxed: no thread of the runtime is left. */
-            free(atomic_load_explicit(&s->pdtab[i], memory_order_relaxed));
-        free(s->pdtab);
+            gmp__free(atomic_load_explicit(&s->pdtab[i], memory_order_relaxed),
+                      PD_CHUNK * sizeof(struct gmp__pd));
+        gmp__free(s->pdtab, PD_TOP * sizeof *s->pdtab);
         s->pdtab = NULL;
     }
 }
@@ -320,7 +321,7 @@ static struct gmp__pd *pd_lookup(struct schedt *s, int fd)
         gmp__lock(&s->pdlock);
         /* Relaxed: under the lock every creator holds. */
         c = atomic_load_explicit(slot, memory_order_relaxed);
-        if (!c && (c = calloc(PD_CHUNK, sizeof *c)))
+        if (!c && (c = gmp__alloc(PD_CHUNK * sizeof *c)))
             atomic_store_explicit(slot, c, memory_order_release);
         gmp__unlock(&s->pdlock);
         if (!c)

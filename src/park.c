@@ -135,7 +135,7 @@ static bool sudog_refill(struct schedt *s, struct p *pp)
         pp->nsudog++;
     }
     if (pp->nsudog == 0) {
-        struct sudogchunk *ch = malloc(sizeof *ch);
+        struct sudogchunk *ch = gmp__alloc(sizeof *ch);
         if (!ch) {
             gmp__unlock(&s->sudoglock);
             return false;
@@ -193,8 +193,11 @@ static bool sudogs_uncached(struct sudogs *set, size_t n,
                             struct sudog *stackbuf, size_t nstack)
 {
     struct sudog *arr = stackbuf;
-    if (n > nstack && !(arr = set->heap = malloc(n * sizeof *arr)))
-        return false;
+    if (n > nstack) {
+        if (!(arr = set->heap = gmp__alloc(n * sizeof *arr)))
+            return false;
+        set->heapsize = n * sizeof *arr;
+    }
     memset(arr, 0, n * sizeof *arr);
     for (size_t i = 0; i + 1 < n; i++)
         arr[i].waitlink = &arr[i + 1];
@@ -232,7 +235,7 @@ void gmp__sudogs_put(struct sudogs *set)
             gmp__sudog_release(sg);
         }
     }
-    free(set->heap);
+    gmp__free(set->heap, set->heapsize);
     set->first = NULL;
     set->heap = NULL;
     set->cached = false;
@@ -243,7 +246,7 @@ void gmp__sudog_release_all(struct schedt *s)
     while (s->sudogchunks) {
         struct sudogchunk *ch = s->sudogchunks;
         s->sudogchunks = ch->next;
-        free(ch);
+        gmp__free(ch, sizeof *ch);
     }
     s->sudogfree = NULL;
 }

@@ -111,7 +111,8 @@ GMP_HIDDEN void gmp__sudog_release(struct sudog *sg);
 struct sudogs {
     struct sudog *first;
     bool          cached;           /* from the P cache */
-    void         *heap;             /* malloc'd array, or NULL */
+    void         *heap;             /* gmp__alloc'd array, or NULL */
+    size_t        heapsize;         /* its size in bytes */
 };
 GMP_HIDDEN bool gmp__sudogs_get(struct sudogs *set, size_t n,
                                 struct sudog *stackbuf, size_t nstack);

@@ -96,7 +96,17 @@ struct g {
     uint32_t        asyncpreempts;  /* times preempted by signal */
     uint32_t        asyncrefused;   /* signals that found its PC in libc,
                                        the loader or the runtime */
+    /* gmp_lock_os_thread depth (key.c), in what was padding. Written by
+     * the G on its own thread; read by an M that took the G from a run
+     * queue (the queue orders it): nonzero means only ext->lockedm may
+     * run it. */
+    uint32_t        locked;
     uintptr_t       asyncpc;        /* PC of the last async preemption */
+    /* Goroutine-local values and the locked M (key.c), allocated on first
+     * gmp_setspecific or gmp_lock_os_thread; freed when fn returns, so a
+     * dead G (and a fresh, zeroed one) has NULL. The G's own field:
+     * written on its thread, read by others only while it is queued. */
+    struct gmp__gext *ext;
 };
 
 /* ---- M ------------------------------------------------------------------ */
@@ -134,6 +144,12 @@ struct m {
     _Atomic int ing;
     bool        done;
     bool        abandoned;
+    /* gmp_lock_os_thread (key.c, sched.c). lockedg: the G locked to this
+     * M, written by that G on this thread. lockedpark: parked in
+     * stoplockedm waiting for lockedg, counted in sched.nmidlelocked
+     * (sched.lock). */
+    struct g   *lockedg;
+    bool        lockedpark;
     /* Sanitizer bookkeeping for switches back to g0. */
     void       *g0_tsan_fiber;
     const void *g0_stack_bottom;
@@ -241,6 +257,9 @@ struct schedt {
     struct m   *allm;
     int         mcount;
     int         nmidle;             /* Ms on midle */
+    int         nmidlelocked;       /* locked Ms parked for their G
+                                       (sched.c, stoplockedm): idle too,
+                                       for the deadlock check */
 
     /* Read by every wakep(), written when Ms start/stop spinning and Ps go
      * idle: a line of their own. */
@@ -374,6 +393,32 @@ GMP_HIDDEN void gmp__injectglist(struct schedt *s, struct p *pp,
 GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
 
+/* ---- alloc.c ------------------------------------------------------------ */
+/* The host's hooks (gmp_config_t), process-wide (alloc.c). */
+struct gmp__hooks {
+    void  (*thread_start)(void *ctx);
+    void  (*thread_stop)(void *ctx);
+    void *(*mem_alloc)(size_t size, void *ctx);
+    void  (*mem_free)(void *p, size_t size, void *ctx);
+    void *(*stack_alloc)(size_t size, void *ctx);
+    void  (*stack_free)(void *p, size_t size, void *ctx);
+    void   *ctx;
+};
+GMP_HIDDEN extern struct gmp__hooks gmp__hooks;
+/* Takes cfg's hooks (NULL: none). Context: no runtime thread exists. */
+GMP_HIDDEN void gmp__hooks_set(const gmp_config_t *cfg);
+/* Zeroed memory aligned to GMP_CACHELINE for a runtime object, or NULL;
+ * freed with the size asked. Context: any. */
+GMP_HIDDEN void *gmp__alloc(size_t size);
+GMP_HIDDEN void gmp__free(void *p, size_t size);
+/* Page-aligned stack memory, committed as it is touched; NULL on
+ * failure. Context: any. */
+GMP_HIDDEN void *gmp__stack_map(size_t size);
+GMP_HIDDEN void gmp__stack_unmap(void *p, size_t size);
+/* The thread hooks, on the thread that starts or stops. */
+GMP_HIDDEN void gmp__thread_started(void);
+GMP_HIDDEN void gmp__thread_stopping(void);
+
 /* ---- trace.c ------------------------------------------------------------ */
 /* One schedtrace report (GMP_DEBUG=schedtrace) on stderr. Context: sysmon. */
 GMP_HIDDEN void gmp__schedtrace(struct schedt *s, int64_t now);
@@ -407,6 +452,19 @@ GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,
                                void (*fn)(void *), void *arg);
 GMP_HIDDEN void gmp__gfput(struct schedt *s, struct p *pp, struct g *gp);
 GMP_HIDDEN int64_t gmp__live_goroutines(struct schedt *s);
+GMP_HIDDEN void gmp__gslabs_release(struct schedt *s);
+
+/* ---- key.c -------------------------------------------------------------- */
+/* Goroutine-local values and thread locking hang off struct g's ext. */
+struct gmp__gext;
+/* At the end of gp's fn, on gp: runs its key destructors, unlocks it from
+ * its thread, frees ext. Context: gp, just returned from fn (may switch). */
+GMP_HIDDEN void gmp__gext_exit(struct g *gp);
+/* The M gp is locked to (gp->locked is nonzero). Context: g0, gp queued. */
+GMP_HIDDEN struct m *gmp__lockedm(struct g *gp);
+/* Frees the ext of every G left (goroutines gmp_main abandoned).
+ * Context: runtime teardown, no runtime thread left. */
+GMP_HIDDEN void gmp__gext_release_all(struct schedt *s);
 
 /* ---- park.c ------------------------------------------------------------- */
 GMP_HIDDEN void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,

@@ -121,6 +121,14 @@ void gmp__wake_idle_ms(struct schedt *s)
         gmp__notewakeup(&mp->park);
     s->midle = NULL;
     s->nmidle = 0;
+    /* And every locked M waiting for its G (stoplockedm): rare, so the
+     * walk over allm costs nothing that matters. */
+    for (struct m *mp = s->allm; s->nmidlelocked > 0 && mp; mp = mp->alllink)
+        if (mp->lockedpark) {
+            mp->lockedpark = false;
+            s->nmidlelocked--;
+            gmp__notewakeup(&mp->park);
+        }
     gmp__unlock(&s->lock);
     gmp__netpoll_break(s);          /* and the one blocked in epoll_wait */
 }
@@ -130,6 +138,7 @@ void gmp__wake_idle_ms(struct schedt *s)
 static void *mstart(void *arg)
 {
     struct m *mp = arg;
+    gmp__thread_started();
     gmp__setm(mp);
     gmp__altstack_setup(mp);        /* without it overflows die unreported */
     gmp__preempt_minit(mp);
@@ -168,7 +177,7 @@ static void startm(struct schedt *s, struct p *pp, bool spinning)
         gmp__notewakeup(&mp->park);   /* release: publishes nextp */
         return;
     }
-    if (s->mcount >= s->maxmcount || !(mp = calloc(1, sizeof *mp))) {
+    if (s->mcount >= s->maxmcount || !(mp = gmp__alloc(sizeof *mp))) {
         pidleput(s, pp);
         goto fail_locked;
     }
@@ -183,7 +192,7 @@ static void startm(struct schedt *s, struct p *pp, bool spinning)
     if (pthread_create(&mp->thread, NULL, mstart, mp) != 0) {
         s->allm = mp->alllink;
         s->mcount--;
-        free(mp);
+        gmp__free(mp, sizeof *mp);
         pidleput(s, pp);
         goto fail_locked;
     }
@@ -281,7 +290,7 @@ static void stopm(struct schedt *s, struct m *mp)
     mp->schedlink = s->midle;
     s->midle = mp;
     s->nmidle++;
-    if (s->nmidle == s->mcount)
+    if (s->nmidle + s->nmidlelocked == s->mcount)
         gmp__checkdead(s);          /* nobody runs: can anything wake? */
     gmp__unlock(&s->lock);
     gmp__notesleep(&mp->park);
@@ -301,6 +310,89 @@ static void resetspinning(struct schedt *s, struct m *mp)
     atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
     gmp__storeload_fence();
     gmp__wakep(s);
+}
+
+/* ---- Locked threads (gmp_lock_os_thread; key.c has the G's side) ------- */
+
+/*
+ * Go's lockOSThread. While a G is locked (gp->locked > 0) it runs only on
+ * its M (gmp__lockedm(gp), m->lockedg), and that M runs no other G:
+ *   - When the locked G stops running (parks, yields, is preempted, leaves
+ *     a syscall without a P), its M gives its P away (handoffp: to another
+ *     M if there is work, else idle) and sleeps on its note
+ *     (stoplockedm), counted in sched.nmidlelocked, not on midle.
+ *   - The G, once runnable, sits in a run queue like any other. An M that
+ *     takes it (schedule, gosched_m) sees gp->locked, hands its own P to
+ *     the locked M through nextp, wakes it, and parks itself (startlockedm,
+ *     Go's); the locked M takes the P and runs its G.
+ *   - The locked G never parks straight into another G
+ *     (gmp__park_direct declines), and a locked G in runnext is never
+ *     switched to directly.
+ * The note carries exactly one wake per sleep: startlockedm's (with
+ * nextp) or the exit's (gmp__wake_idle_ms, for an M with lockedpark set);
+ * both decide under sched.lock and clear lockedpark, so they never both
+ * wake one sleep. startlockedm may run before the locked M has reached
+ * stoplockedm (the G was readied the moment its park published it): then
+ * nextp is already set, the M does not count itself idle, and its sleep
+ * returns at once.
+ * Deadlock detection counts such Ms as idle (Go's nmidlelocked): when
+ * nmidle + nmidlelocked == mcount nothing runs.
+ */
+
+static void handoffp(struct schedt *s, struct p *pp);
+
+/* mp's locked G is not running: gives mp's P away, if it has one, and
+ * sleeps until startlockedm hands it a P to run the G on. Returns that G,
+ * or NULL when the runtime exits. Context: g0, mp->lockedg set, no locks
+ * held. */
+static struct g *stoplockedm(struct schedt *s, struct m *mp, bool *inherit)
+{
+    if (mp->p)
+        handoffp(s, releasep(mp));
+    gmp__lock(&s->lock);
+    /* Relaxed: see struct schedt; an exit after this sees lockedpark. */
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+        gmp__unlock(&s->lock);
+        return NULL;
+    }
+    if (!mp->nextp) {               /* else startlockedm already woke us */
+        mp->lockedpark = true;
+        s->nmidlelocked++;
+        if (s->nmidle + s->nmidlelocked == s->mcount)
+            gmp__checkdead(s);
+    }
+    gmp__unlock(&s->lock);
+    gmp__notesleep(&mp->park);
+    gmp__noteclear(&mp->park);
+    gmp__lock(&s->lock);
+    struct p *pp = mp->nextp;
+    mp->nextp = NULL;
+    gmp__unlock(&s->lock);
+    if (!pp)
+        return NULL;                /* woken for the exit */
+    acquirep(mp, pp);
+    *inherit = false;
+    return mp->lockedg;
+}
+
+/* gp, just taken from a run queue by mp, is locked to another M: hand it
+ * mp's P, wake it to run gp, and park mp until it gets a P again (or the
+ * runtime exits). Context: g0, mp holds a P, no locks held. */
+static void startlockedm(struct schedt *s, struct m *mp, struct g *gp)
+{
+    struct m *lm = gmp__lockedm(gp);
+    if (GMP_UNLIKELY(lm == mp || !lm))
+        gmp__throw("startlockedm: inconsistent locking");
+    struct p *pp = releasep(mp);
+    gmp__lock(&s->lock);
+    if (lm->lockedpark) {
+        lm->lockedpark = false;
+        s->nmidlelocked--;
+    }
+    lm->nextp = pp;
+    gmp__unlock(&s->lock);
+    gmp__notewakeup(&lm->park);     /* release: as in startm */
+    stopm(s, mp);
 }
 
 /* ---- Finding work ------------------------------------------------------- */
@@ -489,11 +581,13 @@ top:
     goto top;
 }
 
-/* Picks the next G to run, in Go's order. Returns NULL when the runtime
- * exits. Context: g0, mp holds a P. */
-static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
+/* Picks the next G to run, in Go's order, for an M with no locked G
+ * (schedule() is the entry that checks). Returns NULL when the runtime
+ * exits. Context: g0, mp holds a P, mp->lockedg NULL. */
+static struct g *pickg(struct schedt *s, struct m *mp, bool *inherit)
 {
     struct g *gp = NULL;
+top:
     /* Relaxed: see struct schedt. */
     if (GMP_UNLIKELY(atomic_load_explicit(&s->exiting, memory_order_relaxed)))
         return NULL;
@@ -517,7 +611,23 @@ static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
         gp = findrunnable(s, mp, inherit);
     if (gp && mp->spinning)
         resetspinning(s, mp);
+    if (GMP_UNLIKELY(gp && gp->locked)) {
+        startlockedm(s, mp, gp);    /* its own M runs it; we park */
+        gp = NULL;
+        goto top;
+    }
     return gp;
+}
+
+/* The next G for mp to run: its locked G, once an M hands it back
+ * (stoplockedm), else pickg's. Returns NULL when the runtime exits.
+ * Context: g0, mp holds a P unless it has a locked G. */
+static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
+{
+    /* The M of a locked G runs nothing else (see "Locked threads"). */
+    if (GMP_UNLIKELY(mp->lockedg))
+        return stoplockedm(s, mp, inherit);
+    return pickg(s, mp, inherit);
 }
 
 /* ---- Switching ---------------------------------------------------------- */
@@ -536,6 +646,8 @@ static void gentry(void *arg, void *g0sp)
     GMP_ASAN_FINISH(NULL, &mp->g0_stack_bottom, &mp->g0_stack_size);
 
     gp->fn(gp->arg);
+    if (GMP_UNLIKELY(gp->ext))
+        gmp__gext_exit(gp);         /* key destructors, unlock (key.c) */
 
     mp = gmp__getm();               /* fn may have moved us to another M */
     mp->swreason = SW_EXIT;
@@ -603,8 +715,10 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
 {
     struct schedt *s = mp->sched;
     struct p *pp = mp->p;
-    /* Relaxed, all three: as in schedule(). */
+    /* Relaxed, all three: as in schedule(). A locked G's M runs no
+     * other G. */
     if (atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
+        mp->lockedg ||
         (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
                  GMP_GLOBAL_TICK == 0 &&
          atomic_load_explicit(&s->runqsize, memory_order_relaxed) > 0))
@@ -628,8 +742,9 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
                  &pp->runnext, &next, NULL, memory_order_acquire,
                  memory_order_relaxed))
         return false;               /* a thief took it */
-    if (!next->stk) {
-        /* Never run: g0 binds its stack. Back where it was; only the
+    if (!next->stk || next->locked) {
+        /* Never run: g0 binds its stack; or locked to another M, which
+         * schedule() hands it to. Back where it was; only the
          * owner puts into runnext, so the slot is still empty. Release:
          * as in gmp__runqput. */
         atomic_store_explicit(&pp->runnext, next, memory_order_release);
@@ -708,12 +823,46 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
     return gp;
 }
 
+/* gmp_yield (or a preemption) of a locked G: it must come back on this M.
+ * When nothing else waits here or globally, it just runs on (what the
+ * yield would come to); else it goes to the global queue, and mp hands
+ * its P off and waits until an M that takes gp hands a P back
+ * (stoplockedm). Out of line: inlined, it cost the yield path of every
+ * other G registers in gmp__mloop. Context: g0, mp->lockedg == gp, mp
+ * holds a P. */
+static __attribute__((noinline)) struct g *
+gosched_locked(struct schedt *s, struct m *mp, struct g *gp, bool *inherit)
+{
+    struct p *pp = mp->p;
+    int64_t now = 0;
+    gmp__checktimers(pp, &now);
+    /* Relaxed: hints; a G queued a moment later waits for the next
+     * yield, as it would behind a G that did not yield. exiting: see
+     * struct schedt; once set the M must leave at this scheduling point
+     * (stoplockedm returns NULL), as gosched_m's would. */
+    if (gmp__runqempty(pp) &&
+        atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0 &&
+        !atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+        *inherit = false;           /* a new time slice */
+        return gp;
+    }
+    gp->m = NULL;
+    /* Relaxed: informational; the queue's lock orders the handover. */
+    atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__lock(&s->lock);
+    gmp__globrunqput(s, gp);
+    gmp__unlock(&s->lock);
+    return stoplockedm(s, mp, inherit);
+}
+
 /* gmp_yield on g0: gp goes to the global queue's tail. When the local queue
  * is empty, schedule() would go straight to the global queue anyway, so
  * the batch is taken under the same lock. */
 static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
                            bool *inherit)
 {
+    if (GMP_UNLIKELY(mp->lockedg))
+        return gosched_locked(s, mp, gp, inherit);
     struct p *pp = mp->p;
     struct g *next = NULL;
     gp->m = NULL;
@@ -732,10 +881,14 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
         next = gmp__globrunqget(s, pp, 0);
     gmp__unlock(&s->lock);
     if (next) {
+        if (GMP_UNLIKELY(next->locked)) {
+            startlockedm(s, mp, next);  /* its own M runs it; we park */
+            return pickg(s, mp, inherit);
+        }
         *inherit = false;           /* a new time slice, as from schedule() */
         return next;
     }
-    return schedule(s, mp, inherit);
+    return pickg(s, mp, inherit);   /* mp has no locked G: checked above */
 }
 
 /* A G finished: free its stack to pp's cache and the G to the free list.
@@ -779,6 +932,14 @@ void gmp__handoffp(struct schedt *s, struct p *pp)
 {
     /* Relaxed: a statistic (trace.c); handoffs are rare. */
     atomic_fetch_add_explicit(&s->nhandoff, 1, memory_order_relaxed);
+    handoffp(s, pp);
+}
+
+/* gmp__handoffp without the statistic: also a locked M giving up its P
+ * (stoplockedm). Context: any thread without locks, owning pp (P_IDLE,
+ * no M). */
+static void handoffp(struct schedt *s, struct p *pp)
+{
     /* Relaxed: hints; the lock below settles the global queue. */
     if (!gmp__runqempty(pp) ||
         atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
@@ -843,7 +1004,10 @@ static struct g *exitsyscall0(struct schedt *s, struct m *mp, struct g *gp,
         return gp;
     }
     /* Every P is busy (or in a syscall, which sysmon retakes when work
-     * waits): one of them takes gp from the global queue. */
+     * waits): one of them takes gp from the global queue; a locked gp
+     * it hands back to mp (schedule: stoplockedm). */
+    if (GMP_UNLIKELY(mp->lockedg))
+        return schedule(s, mp, inherit);
     stopm(s, mp);
     if (!mp->p)
         return NULL;                /* woken for the exit */

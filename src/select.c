@@ -227,7 +227,7 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
 
     uint32_t stackorder[2 * SELECT_STACK];
     uint32_t *order = stackorder;
-    if (n > SELECT_STACK && !(order = malloc(2 * n * sizeof *order)))
+    if (n > SELECT_STACK && !(order = gmp__alloc(2 * n * sizeof *order)))
         return GMP_ENOMEM;
     uint32_t *pollorder = order, *lockorder = order + n;
 
@@ -243,7 +243,7 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
     }
     if (norder == 0) {
         if (order != stackorder)
-            free(order);
+            gmp__free(order, 2 * n * sizeof *order);
         if (deadline) {
             gmp_sleep(timeout_ns);
             return GMP_ETIMEDOUT;
@@ -261,7 +261,7 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
         if (casi < 0)
             selunlock(cases, lockorder, norder);
         if (order != stackorder)
-            free(order);
+            gmp__free(order, 2 * n * sizeof *order);
         return casi >= 0 ? (int)casi : GMP_EAGAIN;
     }
 
@@ -272,7 +272,7 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
                          sizeof stackrecs / sizeof stackrecs[0])) {
         selunlock(cases, lockorder, norder);
         if (order != stackorder)
-            free(order);
+            gmp__free(order, 2 * n * sizeof *order);
         return GMP_ENOMEM;
     }
     struct gmp__wctx w;
@@ -313,6 +313,6 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
         cases[casi].result = fired->success ? 0 : GMP_ECLOSED;
     gmp__sudogs_put(&set);
     if (order != stackorder)
-        free(order);
+        gmp__free(order, 2 * n * sizeof *order);
     return casi >= 0 ? (int)casi : GMP_ETIMEDOUT;
 }

@@ -49,6 +49,9 @@
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
 #endif
+#ifndef MADV_GUARD_REMOVE
+#define MADV_GUARD_REMOVE 103
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -151,14 +154,12 @@ static void stack_setup(struct schedt *s, char *page)
  */
 static struct gstack *chunk_new(struct schedt *s, struct p *pp)
 {
-    struct stackchunk *c = malloc(sizeof *c);
+    struct stackchunk *c = gmp__alloc(sizeof *c);
     if (!c)
         return NULL;
     c->len = s->stack_size * STACKS_PER_CHUNK;
-    c->base = mmap(NULL, c->len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (c->base == MAP_FAILED) {
-        free(c);
+    if (!(c->base = gmp__stack_map(c->len))) {
+        gmp__free(c, sizeof *c);
         return NULL;
     }
     gmp__lock(&s->stacklock);
@@ -278,8 +279,15 @@ void gmp__stacks_release(struct schedt *s)
     struct stackchunk *c = s->chunks;
     while (c) {
         struct stackchunk *next = c->next;
-        munmap(c->base, c->len);
-        free(c);
+        if (gmp__hooks.stack_free) {
+            /* The host gets its memory back as it gave it: no guards. */
+            if (s->guard_mode == GUARD_MADVISE)
+                madvise(c->base, c->len, MADV_GUARD_REMOVE);
+            else
+                mprotect(c->base, c->len, PROT_READ | PROT_WRITE);
+        }
+        gmp__stack_unmap(c->base, c->len);
+        gmp__free(c, sizeof *c);
         c = next;
     }
     s->chunks = NULL;
@@ -369,13 +377,12 @@ static size_t altstack_size(void)
 int gmp__altstack_setup(struct m *mp)
 {
     size_t size = altstack_size();
-    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED)
+    void *mem = gmp__stack_map(size);
+    if (!mem)
         return GMP_ENOMEM;
     stack_t ss = {.ss_sp = mem, .ss_size = size, .ss_flags = 0};
     if (sigaltstack(&ss, &mp->oldss) != 0) {
-        munmap(mem, size);
+        gmp__stack_unmap(mem, size);
         return GMP_ENOMEM;
     }
     mp->altstack = mem;
@@ -390,6 +397,6 @@ void gmp__altstack_release(struct m *mp)
     /* Put back what the thread had (for gmp_main's caller; a runtime
      * thread had none, and gets SS_DISABLE back). */
     sigaltstack(&mp->oldss, NULL);
-    munmap(mp->altstack, mp->altstack_size);
+    gmp__stack_unmap(mp->altstack, mp->altstack_size);
     mp->altstack = NULL;
 }

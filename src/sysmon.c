@@ -105,9 +105,18 @@ static void tick(struct schedt *s, int64_t now, int64_t *lasttrace)
     }
 }
 
+static void *sysmon_loop(struct schedt *s);
+
 static void *sysmon(void *arg)
 {
-    struct schedt *s = arg;
+    gmp__thread_started();
+    sysmon_loop(arg);
+    gmp__thread_stopping();
+    return NULL;
+}
+
+static void *sysmon_loop(struct schedt *s)
+{
     int64_t delay = SYSMON_MIN_NS;
     int idle = 0;
     int64_t lasttrace = s->start_ns;
@@ -148,7 +157,8 @@ static void *sysmon(void *arg)
                 /* The deadlock check was undecided (another thread was
                  * alive, deadlock.c): that thread may have exited since
                  * without touching the runtime, so look again. */
-                if (!woken && recheck && s->nmidle == s->mcount)
+                if (!woken && recheck &&
+                    s->nmidle + s->nmidlelocked == s->mcount)
                     gmp__checkdead(s);
             }
             gmp__noteclear(&s->sysmon_note);
@@ -182,13 +192,13 @@ static void *sysmon(void *arg)
 
 int gmp__sysmon_start(struct schedt *s)
 {
-    struct sysmontick *ticks = calloc((size_t)s->procs, sizeof *ticks);
+    struct sysmontick *ticks = gmp__alloc((size_t)s->procs * sizeof *ticks);
     if (!ticks)
         return GMP_ENOMEM;
     s->sysmon_ticks = ticks;        /* before the thread reads it */
     if (pthread_create(&s->sysmon_thread, NULL, sysmon, s) != 0) {
         s->sysmon_ticks = NULL;
-        free(ticks);
+        gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
         return GMP_EAGAIN;
     }
     return 0;
@@ -204,6 +214,6 @@ void gmp__sysmon_stop(struct schedt *s)
     gmp__notewakeup(&s->sysmon_note);
     gmp__unlock(&s->lock);
     pthread_join(s->sysmon_thread, NULL);
-    free(s->sysmon_ticks);
+    gmp__free(s->sysmon_ticks, (size_t)s->procs * sizeof *s->sysmon_ticks);
     s->sysmon_ticks = NULL;
 }

@@ -22,6 +22,7 @@
  * also wakes the poller (netpoll.c), so a sleeping M never misses it.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "timer.h"
@@ -108,9 +109,12 @@ static bool grow(struct p *pp)
     if (pp->ntimers < pp->timercap)
         return true;
     int32_t cap = pp->timercap ? 2 * pp->timercap : 64;
-    struct gmp__tslot *h = realloc(pp->timers, (size_t)cap * sizeof *h);
+    struct gmp__tslot *h = gmp__alloc((size_t)cap * sizeof *h);
     if (!h)
         return false;
+    if (pp->timers)
+        memcpy(h, pp->timers, (size_t)pp->ntimers * sizeof *h);
+    gmp__free(pp->timers, (size_t)pp->timercap * sizeof *h);
     pp->timers = h;
     pp->timercap = cap;
     return true;
@@ -196,7 +200,7 @@ int64_t gmp__timers_next(struct schedt *s)
 
 void gmp__timers_free(struct p *pp)
 {
-    free(pp->timers);
+    gmp__free(pp->timers, (size_t)pp->timercap * sizeof *pp->timers);
     pp->timers = NULL;
     pp->ntimers = pp->timercap = 0;
 }

@@ -180,7 +180,7 @@ static void stats_of(struct schedt *s, gmp_stats_t *out)
     out->procs = (uint64_t)s->procs;
     gmp__lock(&s->lock);
     out->threads = (uint64_t)s->mcount;
-    out->idle_threads = (uint64_t)s->nmidle;
+    out->idle_threads = (uint64_t)(s->nmidle + s->nmidlelocked);
     gmp__unlock(&s->lock);
 }
 
@@ -319,7 +319,9 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
             idle = x == mp;
         wputs(&w, "  M");
         wputi(&w, mp->id);
-        wputs(&w, idle ? ": idle\n" : ": busy\n");
+        /* lockedpark: waiting for its locked G (sched.c). */
+        wputs(&w, idle ? ": idle\n"
+                       : mp->lockedpark ? ": idle (locked)\n" : ": busy\n");
     }
     gmp__unlock(&s->lock);
     each_g(s, true, detail_g, &w);
@@ -452,6 +454,49 @@ void gmp__dump_fatal(struct schedt *s)
     struct wr w = {.put = put_fatal};
     gmp__fatal_puts("\n");
     dump(s, &w, true);
+}
+
+/* ---- gmp_stacks_foreach --------------------------------------------------- */
+
+struct stacksctx {
+    void (*cb)(void *lo, void *hi, void *sp, void *arg);
+    void  *arg;
+    struct g *self;
+    int    n;
+};
+
+static void stack_of(struct g *gp, void *arg)
+{
+    struct stacksctx *c = arg;
+    /* Acquire: as in dump_g, for the saved context. */
+    uint32_t st = atomic_load_explicit(&gp->status, memory_order_acquire);
+    if (st == G_IDLE || st == G_DEAD || !gp->stk)
+        return;
+    char *lo = gp->stk->lo, *hi = gstack_hi(gp->stk);
+    char *sp = lo;                  /* running elsewhere: all of it */
+    if (gp == c->self)
+        sp = __builtin_frame_address(0);
+    else if (st == G_WAITING || st == G_RUNNABLE)
+        sp = gp->ctx.sp;
+    if (sp < lo || sp > hi)
+        sp = lo;
+    c->cb(lo, hi, sp, c->arg);
+    c->n++;
+}
+
+int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp, void *arg),
+                       void *arg)
+{
+    if (!cb)
+        return GMP_EINVAL;
+    struct schedt *s = cursched();
+    if (!s)
+        return GMP_EPERM;
+    struct m *mp = gmp__getm();
+    struct stacksctx c = {cb, arg, mp && mp->sched == s ? mp->curg : NULL,
+                          0};
+    each_g(s, true, stack_of, &c);
+    return c.n;
 }
 
 /* ---- SIGQUIT ------------------------------------------------------------- */

@@ -1,0 +1,110 @@
+/*
+ * alloc.c - where the runtime's memory comes from: the host's hooks when
+ * it gave them in gmp_config_t (an embedding runtime that wants to own or
+ * account for every byte), else libc and anonymous mappings; and the
+ * thread hooks every runtime thread calls as it starts and stops.
+ *
+ * Two kinds: objects (the scheduler, Ps, Ms, descriptor slabs, waiter
+ * records, timer heaps, poller tables, channels, pools), zeroed and
+ * aligned to a cache line; and stack memory (goroutine stack chunks,
+ * signal stacks), page-aligned, which the runtime guards with
+ * mprotect/madvise. Frees pass the size that was asked for, so a host's
+ * allocator need keep no header.
+ *
+ * The hooks are process-wide, like the runtime: set when a runtime starts
+ * (before its first allocation) and kept until the next one starts, so
+ * that an object made under a runtime (a channel, say) and freed after it
+ * stopped goes back to the same allocator. Read without a lock: they
+ * change only while no runtime thread exists (lifecycle.c's lock).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "runtime.h"
+
+struct gmp__hooks gmp__hooks;
+
+void gmp__hooks_set(const gmp_config_t *cfg)
+{
+    memset(&gmp__hooks, 0, sizeof gmp__hooks);
+    if (!cfg)
+        return;
+    gmp__hooks.thread_start = cfg->thread_start;
+    gmp__hooks.thread_stop = cfg->thread_stop;
+    if (cfg->mem_alloc && cfg->mem_free) {
+        gmp__hooks.mem_alloc = cfg->mem_alloc;
+        gmp__hooks.mem_free = cfg->mem_free;
+    }
+    if (cfg->stack_alloc && cfg->stack_free) {
+        gmp__hooks.stack_alloc = cfg->stack_alloc;
+        gmp__hooks.stack_free = cfg->stack_free;
+    }
+    gmp__hooks.ctx = cfg->hook_ctx;
+}
+
+void *gmp__alloc(size_t size)
+{
+    void *p;
+    if (size == 0)
+        size = 1;
+    if (gmp__hooks.mem_alloc) {
+        p = gmp__hooks.mem_alloc(size, gmp__hooks.ctx);
+        if (p && ((uintptr_t)p & (GMP_CACHELINE - 1)))
+            gmp__throw("gmp_config_t.mem_alloc returned memory not aligned "
+                       "to 64 bytes");
+    } else if (posix_memalign(&p, GMP_CACHELINE, size) != 0) {
+        p = NULL;
+    }
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+
+void gmp__free(void *p, size_t size)
+{
+    if (!p)
+        return;
+    if (size == 0)
+        size = 1;
+    if (gmp__hooks.mem_free)
+        gmp__hooks.mem_free(p, size, gmp__hooks.ctx);
+    else
+        free(p);
+}
+
+void *gmp__stack_map(size_t size)
+{
+    if (gmp__hooks.stack_alloc) {
+        void *p = gmp__hooks.stack_alloc(size, gmp__hooks.ctx);
+        if (p && ((uintptr_t)p & 4095))
+            gmp__throw("gmp_config_t.stack_alloc returned memory not "
+                       "page-aligned");
+        return p;
+    }
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void gmp__stack_unmap(void *p, size_t size)
+{
+    if (!p)
+        return;
+    if (gmp__hooks.stack_free)
+        gmp__hooks.stack_free(p, size, gmp__hooks.ctx);
+    else
+        munmap(p, size);
+}
+
+void gmp__thread_started(void)
+{
+    if (gmp__hooks.thread_start)
+        gmp__hooks.thread_start(gmp__hooks.ctx);
+}
+
+void gmp__thread_stopping(void)
+{
+    if (gmp__hooks.thread_stop)
+        gmp__hooks.thread_stop(gmp__hooks.ctx);
+}

@@ -1,0 +1,387 @@
+/*
+ * test_embed.c - the embedding hooks of gmp_config_t and
+ * gmp_stacks_foreach.
+ *
+ * Claims, each for a runtime with 1, 2 and 4 Ps:
+ *   - thread_start and thread_stop run once on every thread the runtime
+ *     creates, on that thread, and balance once gmp_shutdown returns;
+ *   - a counting allocator given as mem_alloc/mem_free and
+ *     stack_alloc/stack_free is used, and is back to zero live bytes
+ *     after a workload that touches every kind of runtime object
+ *     (goroutines, stacks, waiter records, timers, channels, a large
+ *     select, the poller's descriptor tables) and gmp_shutdown;
+ *   - gmp_stacks_foreach reports a parked goroutine's stack, with sp
+ *     inside it, and a value that only that stack holds lies in
+ *     [sp, hi); once the goroutine has exited, no reported stack holds it;
+ *   - bad input and no runtime are errors.
+ * Each test starts and stops its own runtime (the hooks are set at start).
+ */
+#include "harness.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+/* ---- Thread hooks ----------------------------------------------------------- */
+
+#define MAX_THREADS 64
+
+static struct {
+    pthread_mutex_t mu;
+    int   started, stopped, wrong_thread, ctx_wrong;
+    pid_t tids[MAX_THREADS];
+    bool  live[MAX_THREADS];
+} th_log = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int hook_ctx_token;
+
+static pid_t my_tid(void)
+{
+    return (pid_t)syscall(SYS_gettid);
+}
+
+static void on_thread_start(void *ctx)
+{
+    pthread_mutex_lock(&th_log.mu);
+    if (ctx != &hook_ctx_token)
+        th_log.ctx_wrong++;
+    if (th_log.started < MAX_THREADS) {
+        th_log.tids[th_log.started] = my_tid();
+        th_log.live[th_log.started] = true;
+    }
+    th_log.started++;
+    pthread_mutex_unlock(&th_log.mu);
+}
+
+static void on_thread_stop(void *ctx)
+{
+    pthread_mutex_lock(&th_log.mu);
+    if (ctx != &hook_ctx_token)
+        th_log.ctx_wrong++;
+    pid_t tid = my_tid();
+    bool found = false;
+    for (int i = 0; i < th_log.started && i < MAX_THREADS; i++)
+        if (th_log.live[i] && th_log.tids[i] == tid) {
+            th_log.live[i] = false;
+            found = true;
+            break;
+        }
+    if (!found)
+        th_log.wrong_thread++;
+    th_log.stopped++;
+    pthread_mutex_unlock(&th_log.mu);
+}
+
+/* ---- A counting allocator ------------------------------------------------- */
+
+static _Atomic int64_t mem_live, mem_calls, stack_live, stack_calls;
+static _Atomic int64_t mem_misfree;
+
+static void *count_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    size_t rounded = (size + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded);
+    if (p) {
+        atomic_fetch_add(&mem_live, (int64_t)size);
+        atomic_fetch_add(&mem_calls, 1);
+    }
+    return p;
+}
+
+static void count_free(void *p, size_t size, void *ctx)
+{
+    (void)ctx;
+    if (!p)
+        atomic_fetch_add(&mem_misfree, 1);
+    atomic_fetch_sub(&mem_live, (int64_t)size);
+    free(p);
+}
+
+static void *count_stack_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    atomic_fetch_add(&stack_live, (int64_t)size);
+    atomic_fetch_add(&stack_calls, 1);
+    return p;
+}
+
+static void count_stack_free(void *p, size_t size, void *ctx)
+{
+    (void)ctx;
+    atomic_fetch_sub(&stack_live, (int64_t)size);
+    munmap(p, size);
+}
+
+static void hooks_reset(void)
+{
+    pthread_mutex_lock(&th_log.mu);
+    th_log.started = th_log.stopped = 0;
+    th_log.wrong_thread = th_log.ctx_wrong = 0;
+    memset(th_log.live, 0, sizeof th_log.live);
+    pthread_mutex_unlock(&th_log.mu);
+    atomic_store(&mem_live, 0);
+    atomic_store(&mem_calls, 0);
+    atomic_store(&stack_live, 0);
+    atomic_store(&stack_calls, 0);
+    atomic_store(&mem_misfree, 0);
+}
+
+static void init_with_hooks(int procs)
+{
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = procs;
+    cfg.thread_start = on_thread_start;
+    cfg.thread_stop = on_thread_stop;
+    cfg.mem_alloc = count_alloc;
+    cfg.mem_free = count_free;
+    cfg.stack_alloc = count_stack_alloc;
+    cfg.stack_free = count_stack_free;
+    cfg.hook_ctx = &hook_ctx_token;
+    assert_int_equal(gmp_init(&cfg), 0);
+}
+
+/* ---- A workload that makes every kind of runtime object ------------------ */
+
+#define WL_GS    H_SCALE(2000)
+#define WL_CASES 40                 /* above select's on-stack limit */
+
+static _Atomic int64_t wl_done;
+static int wl_pipe[2];
+
+static void wl_sleeper(void *arg)
+{
+    gmp_sleep((int64_t)(uintptr_t)arg * US);
+    atomic_fetch_add(&wl_done, 1);
+}
+
+static void wl_pinger(void *arg)
+{
+    gmp_chan_t *ch = arg;
+    int v = 1;
+    G_CHECK(gmp_chan_send(ch, &v) == 0);
+    atomic_fetch_add(&wl_done, 1);
+}
+
+static void wl_selecter(void *arg)
+{
+    (void)arg;
+    gmp_chan_t *chs[WL_CASES];
+    gmp_case_t cases[WL_CASES];
+    int vals[WL_CASES];
+    for (int i = 0; i < WL_CASES; i++) {
+        chs[i] = gmp_chan_make(sizeof(int), 1);
+        G_CHECK(chs[i] != NULL);
+        cases[i] = (gmp_case_t){.chan = chs[i], .op = GMP_RECV,
+                                     .elem = &vals[i]};
+    }
+    int v = 5;
+    G_CHECK(gmp_chan_send(chs[WL_CASES - 1], &v) == 0);
+    G_CHECK(gmp_select(cases, WL_CASES, GMP_FOREVER) == WL_CASES - 1);
+    for (int i = 0; i < WL_CASES; i++)
+        gmp_chan_free(chs[i]);
+    atomic_fetch_add(&wl_done, 1);
+}
+
+static void wl_reader(void *arg)
+{
+    (void)arg;
+    char c;
+    G_CHECK(gmp_read(wl_pipe[0], &c, 1) == 1);
+    atomic_fetch_add(&wl_done, 1);
+}
+
+static void workload(void)
+{
+    atomic_store(&wl_done, 0);
+    gmp_chan_t *ch = gmp_chan_make(sizeof(int), 0);
+    assert_non_null(ch);
+    assert_int_equal(pipe(wl_pipe), 0);
+    int64_t want = 0;
+    for (int i = 0; i < WL_GS; i++, want++)
+        assert_int_equal(gmp_go(wl_sleeper, (void *)(uintptr_t)(i % 500)), 0);
+    for (int i = 0; i < 64; i++, want++)
+        assert_int_equal(gmp_go(wl_pinger, ch), 0);
+    for (int i = 0; i < 64; i++) {
+        int v;
+        assert_int_equal(gmp_chan_recv(ch, &v), 0);
+    }
+    assert_int_equal(gmp_go(wl_selecter, NULL), 0);
+    want++;
+    assert_int_equal(gmp_go(wl_reader, NULL), 0);
+    want++;
+    assert_int_equal(write(wl_pipe[1], "x", 1), 1);
+    assert_int_equal(h_wait(&wl_done, want), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_int_equal(gmp_close(wl_pipe[0]), 0);
+    close(wl_pipe[1]);
+    gmp_chan_free(ch);
+}
+
+static void test_hooks_balance_and_memory_returns(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        bad_reset();
+        hooks_reset();
+        init_with_hooks(procs);
+        workload();
+        assert_true(atomic_load(&mem_calls) > 0);
+        assert_true(atomic_load(&stack_calls) > 0);
+        assert_true(atomic_load(&mem_live) > 0);    /* the runtime lives */
+        assert_int_equal(gmp_shutdown(), 0);
+        ASSERT_NO_BAD();
+
+        pthread_mutex_lock(&th_log.mu);
+        int started = th_log.started, stopped = th_log.stopped;
+        int wrong = th_log.wrong_thread, ctxw = th_log.ctx_wrong;
+        pthread_mutex_unlock(&th_log.mu);
+        print_message("procs=%d: %d threads, %lld object and %lld stack "
+                      "allocations\n", procs, started,
+                      (long long)atomic_load(&mem_calls),
+                      (long long)atomic_load(&stack_calls));
+        assert_true(started >= 2);          /* the monitor and an M */
+        assert_int_equal(stopped, started);
+        assert_int_equal(wrong, 0);
+        assert_int_equal(ctxw, 0);
+        assert_int_equal(atomic_load(&mem_live), 0);
+        assert_int_equal(atomic_load(&stack_live), 0);
+        assert_int_equal(atomic_load(&mem_misfree), 0);
+    }
+}
+
+/* A runtime without hooks after one with them uses neither. */
+static void test_hooks_do_not_outlive_their_runtime(void **state)
+{
+    (void)state;
+    hooks_reset();
+    init_with_hooks(2);
+    assert_int_equal(gmp_shutdown(), 0);
+    hooks_reset();
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = 2;
+    assert_int_equal(gmp_init(&cfg), 0);
+    workload();
+    assert_int_equal(gmp_shutdown(), 0);
+    assert_int_equal(th_log.started, 0);
+    assert_int_equal(atomic_load(&mem_calls), 0);
+    assert_int_equal(atomic_load(&stack_calls), 0);
+}
+
+/* ---- gmp_stacks_foreach --------------------------------------------------- */
+
+static uint64_t secret_seed;
+static gmp_chan_t *secret_ch;
+static _Atomic int64_t secret_parked, secret_done;
+
+/* The secret exists only in this goroutine's frame: computed here from
+ * the seed, never stored anywhere else. */
+void embed_secret_keeper(void *arg)
+{
+    (void)arg;
+    volatile uint64_t keep[4];
+    for (int i = 0; i < 4; i++)
+        keep[i] = secret_seed * 0x9E3779B97F4A7C15ULL + (uint64_t)i;
+    atomic_store(&secret_parked, 1);
+    int v;
+    G_CHECK(gmp_chan_recv(secret_ch, &v) == 0);
+    G_CHECK(keep[0] == secret_seed * 0x9E3779B97F4A7C15ULL);
+    atomic_fetch_add(&secret_done, 1);
+}
+
+struct scan {
+    uint64_t want;
+    int      stacks, found, bad_sp;
+};
+
+/* A conservative scan reads every word, ASan's redzones included, as a
+ * collector's marker must: not instrumented. */
+__attribute__((no_sanitize_address))
+static void scan_stack(void *lo, void *hi, void *sp, void *arg)
+{
+    struct scan *sc = arg;
+    sc->stacks++;
+    if ((char *)sp < (char *)lo || (char *)sp > (char *)hi)
+        sc->bad_sp++;
+    for (uint64_t *p = (uint64_t *)(((uintptr_t)sp + 7) & ~(uintptr_t)7);
+         (char *)(p + 1) <= (char *)hi; p++)
+        if (*p == sc->want)
+            sc->found++;
+}
+
+static bool keeper_waiting(void *arg)
+{
+    (void)arg;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    gmp_dump(f);
+    fclose(f);
+    bool ok = strstr(buf, "[chan receive") != NULL;
+    free(buf);
+    return ok;
+}
+
+static void test_stacks_foreach_finds_a_parked_value(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        bad_reset();
+        gmp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.procs = procs;
+        assert_int_equal(gmp_init(&cfg), 0);
+        secret_seed = (uint64_t)h_now() | 1;
+        secret_ch = gmp_chan_make(sizeof(int), 0);
+        atomic_store(&secret_parked, 0);
+        atomic_store(&secret_done, 0);
+        assert_int_equal(gmp_go(embed_secret_keeper, NULL), 0);
+        assert_int_equal(h_wait(&secret_parked, 1), 0);
+        assert_int_equal(h_wait_until(keeper_waiting, NULL, "keeper parked"),
+                         0);
+
+        struct scan sc = {.want = secret_seed * 0x9E3779B97F4A7C15ULL};
+        int n = gmp_stacks_foreach(scan_stack, &sc);
+        assert_int_equal(n, sc.stacks);
+        assert_true(n >= 1);
+        assert_int_equal(sc.bad_sp, 0);
+        assert_int_equal(sc.found, 1);
+
+        int v = 1;
+        assert_int_equal(gmp_chan_send(secret_ch, &v), 0);
+        assert_int_equal(h_wait(&secret_done, 1), 0);
+        assert_int_equal(h_wait_quiet(), 0);
+        struct scan after = {.want = sc.want};
+        assert_int_equal(gmp_stacks_foreach(scan_stack, &after), 0);
+        assert_int_equal(after.found, 0);
+        gmp_chan_free(secret_ch);
+        assert_int_equal(gmp_shutdown(), 0);
+        ASSERT_NO_BAD();
+    }
+}
+
+static void test_stacks_foreach_bad_input(void **state)
+{
+    (void)state;
+    struct scan sc = {0};
+    assert_int_equal(gmp_stacks_foreach(scan_stack, &sc), GMP_EPERM);
+    assert_int_equal(gmp_stacks_foreach(NULL, NULL), GMP_EINVAL);
+    assert_int_equal(sc.stacks, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_stacks_foreach_bad_input),
+        cmocka_unit_test(test_hooks_balance_and_memory_returns),
+        cmocka_unit_test(test_hooks_do_not_outlive_their_runtime),
+        cmocka_unit_test(test_stacks_foreach_finds_a_parked_value),
+    };
+    return cmocka_run_group_tests_name("embed", t, NULL, NULL);
+}
