@@ -637,6 +637,109 @@ static void bench_syscall(void *arg)
     emit((int64_t)SYSCALL_STEPS, (double)sys_tb / (double)t0, "slowdown");
 }
 
+/* ---- pool and spawnwork: 1,000,000 tasks of 1,000 LCG steps -------------- */
+
+/* Task i runs WORK_STEPS steps from x = i and adds its x to work_sum; the
+ * sum over all tasks (mod 2^64) is WORK_SUM, computed once with the same
+ * LCG. */
+#define WORK_TASKS   1000000
+#define WORK_STEPS   1000
+#define WORK_SUM     4605739820768478432ULL
+#define POOL_WORKERS 10000
+
+static _Atomic uint64_t work_sum;
+
+static void work_task(void *arg)
+{
+    uint64_t x = lcg_steps((uint64_t)(uintptr_t)arg, WORK_STEPS);
+    /* Relaxed: a sum; the wait group orders it before main's read. */
+    atomic_fetch_add_explicit(&work_sum, x, memory_order_relaxed);
+    gmp_wg_done(&wg);
+}
+
+/* One "<key>: <n> kB" line of /proc/self/status (VmRSS, VmHWM) in KiB,
+ * or -1. Read without stdio, whose buffer would add to the figure. */
+static int64_t status_kib(const char *key)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t len = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (len <= 0)
+        return -1;
+    buf[len] = '\0';
+    size_t klen = strlen(key);
+    for (char *line = buf; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+            return strtoll(line + klen + 1, NULL, 10);
+    }
+    return -1;
+}
+
+/* Checks the sum, then prints the time and the peak RSS growth (VmHWM at
+ * the end minus VmRSS at the start). */
+static void emit_work(int64_t el, int64_t rss0)
+{
+    int64_t hwm = status_kib("VmHWM");
+    if (hwm < 0) {
+        fail("cannot read /proc/self/status");
+        return;
+    }
+    if (atomic_load(&work_sum) != WORK_SUM) {
+        fail("the tasks' sum is wrong");
+        return;
+    }
+    emit(WORK_TASKS, (double)el / 1e6, "ms");
+    emit(WORK_TASKS, (double)(hwm - rss0), "KiB");
+}
+
+static void bench_pool(void *arg)
+{
+    (void)arg;
+    int64_t rss0 = status_kib("VmRSS");
+    if (rss0 < 0) {
+        fail("cannot read /proc/self/status");
+        return;
+    }
+    gmp_pool_t *pool = gmp_pool_new(POOL_WORKERS, NULL);
+    if (!pool) {
+        fail("gmp_pool_new failed");
+        return;
+    }
+    gmp_wg_add(&wg, WORK_TASKS);
+    int64_t t0 = gmp_nanotime();
+    for (uintptr_t i = 0; i < WORK_TASKS; i++)
+        if (gmp_pool_submit(pool, work_task, (void *)i) != 0)
+            die("gmp_pool_submit failed");
+    gmp_wg_wait(&wg);
+    int64_t el = gmp_nanotime() - t0;
+    if (gmp_pool_release(pool) != 0)
+        die("gmp_pool_release failed");
+    emit_work(el, rss0);
+}
+
+static void bench_spawnwork(void *arg)
+{
+    (void)arg;
+    int64_t rss0 = status_kib("VmRSS");
+    if (rss0 < 0) {
+        fail("cannot read /proc/self/status");
+        return;
+    }
+    gmp_wg_add(&wg, WORK_TASKS);
+    int64_t t0 = gmp_nanotime();
+    for (uintptr_t i = 0; i < WORK_TASKS; i++)
+        if (gmp_go(work_task, (void *)i) != 0)
+            die("gmp_go failed");
+    gmp_wg_wait(&wg);
+    int64_t el = gmp_nanotime() - t0;
+    emit_work(el, rss0);
+}
+
 /* ---- echo: a TCP echo server for the external load client ----------------- */
 
 #define ECHO_BUF 4096
@@ -748,6 +851,8 @@ static const struct bcase cases[] = {
     {"timers", bench_timers},
     {"idle", bench_idle},
     {"syscall", bench_syscall},
+    {"pool", bench_pool},
+    {"spawnwork", bench_spawnwork},
     {"echo", bench_echo},
 };
 

@@ -19,7 +19,7 @@
 #                 BUILD_DIR (for a machine with no compilers, given a copy
 #                 of that directory); a missing one gets '-' as usual
 #   case ...      default: switch yield spawn skynet pingpong chan mpmc
-#                 steal mutex timers idle syscall echo
+#                 steal mutex timers idle syscall pool spawnwork echo
 #
 # Programs, all run as `<prog> <name> <procs|all> [port]`:
 #   gmprt  $BUILD_DIR/bench/gmprt-bench (CMake, Release)
@@ -68,7 +68,7 @@ shift $((OPTIND - 1))
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] ||
     CASES=(switch yield spawn skynet pingpong chan mpmc steal mutex timers
-           idle syscall echo)
+           idle syscall pool spawnwork echo)
 TIMEOUT=${BENCH_TIMEOUT:-600}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -420,6 +420,63 @@ GMP_EXTERN int gmp_fd_wait(int fd, int events, int64_t timeout_ns);
  * the poller forgets it, then close(2). 0 or an error. */
 GMP_EXTERN int gmp_close(int fd);
 
+/* ---- Worker pool ---------------------------------------------------------- */
+
+/*
+ * A pool of reusable worker goroutines with a capacity, the idea of Go's
+ * ants library. A submitted task runs on an idle worker (the one used most
+ * recently), else on a new worker while fewer than the capacity exist,
+ * else the submitter waits until a worker comes back and takes the task
+ * (or, in non-blocking mode, gets GMP_EAGAIN at once). Tasks run at most
+ * `capacity` at a time. A worker idle for expiry_ns exits. A task runs
+ * once, in FIFO order among the submitters that waited, in no stated order
+ * otherwise. Submits may come from goroutines and from plain threads (a
+ * waiting thread sleeps), also from inside a task. A goroutine that has
+ * readied many workers on its P yields it to them before it submits more,
+ * so a loop of submits does not run far ahead of the tasks: the pool grows
+ * only while tasks outrun the workers it has.
+ * A pool belongs to the runtime that was running when it was made: release
+ * it before gmp_shutdown (its goroutines keep shutdown waiting).
+ */
+typedef struct gmp_pool gmp_pool_t;
+
+typedef struct gmp_pool_opts {
+    int64_t expiry_ns;   /* an idle worker exits after this long (never
+                            before); 0: 1 s; negative is invalid          */
+    int     nonblocking; /* nonzero: a submit at capacity fails with
+                            GMP_EAGAIN instead of waiting                */
+} gmp_pool_opts_t;
+
+/* A new pool that runs at most capacity tasks at once. opts may be NULL
+ * (defaults). NULL when capacity is 0, expiry_ns is negative, memory is
+ * short, or no runtime is running. Context: a goroutine or a thread. */
+GMP_EXTERN gmp_pool_t *gmp_pool_new(size_t capacity,
+                                    const gmp_pool_opts_t *opts);
+/* Runs fn(arg) on a worker. Blocks (parks a goroutine, sleeps a thread)
+ * while capacity tasks run, unless the pool is non-blocking. Returns 0
+ * once the task is handed to a worker (it may not have started yet),
+ * GMP_EAGAIN (non-blocking, at capacity), GMP_ECLOSED (the pool is being
+ * released, before or during the wait; the task is not run), GMP_EINVAL
+ * (p or fn NULL), GMP_ENOMEM or GMP_EPERM (a new worker could not be
+ * started). Allocates nothing when a worker is idle. */
+GMP_EXTERN int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg);
+/* Sets the capacity while tasks run. Growing hands the new room to
+ * waiting submitters at once; shrinking retires idle workers beyond it at
+ * once and busy ones as their tasks return (a task is never interrupted,
+ * so more than the new capacity may run until then). Returns 0,
+ * GMP_EINVAL (p NULL, capacity 0), GMP_ECLOSED (being released). */
+GMP_EXTERN int gmp_pool_tune(gmp_pool_t *p, size_t capacity);
+/* Tasks running now (a snapshot); 0 for NULL. */
+GMP_EXTERN size_t gmp_pool_running(const gmp_pool_t *p);
+/* The capacity; 0 for NULL. */
+GMP_EXTERN size_t gmp_pool_cap(const gmp_pool_t *p);
+/* Refuses new submits (GMP_ECLOSED, also to submitters waiting now), waits
+ * until every task handed over has returned and every worker has exited,
+ * then frees the pool. After it returns the pool must not be used; a call
+ * from one of the pool's own tasks would wait for itself for ever.
+ * Returns 0, GMP_EINVAL (p NULL). */
+GMP_EXTERN int gmp_pool_release(gmp_pool_t *p);
+
 /* ---- Introspection -------------------------------------------------------- */
 
 /*

@@ -376,21 +376,27 @@ func benchSyscall(procs int) error {
 }
 
 // The tasks of pool and spawnwork: task i runs taskSteps LCG steps from
-// x = i and adds its x to sink atomically.
+// x = i and adds its x to sink atomically; the tasks' xs sum to workSum
+// (mod 2^64).
 const (
 	workTasks = 1000000
 	taskSteps = 1000
+	workSum   = 4605739820768478432
 )
 
 func workTask(i int) {
 	atomic.AddUint64(&sink, lcgSteps(uint64(i), taskSteps))
 }
 
-// emitWork prints the time and the peak RSS growth of pool or spawnwork.
+// emitWork checks the tasks' sum, then prints the time and the peak RSS
+// growth of pool or spawnwork.
 func emitWork(procs int, el time.Duration, rss0KiB int64) error {
 	hwm, err := procStatusKiB("VmHWM")
 	if err != nil {
 		return err
+	}
+	if s := atomic.LoadUint64(&sink); s != workSum {
+		return fmt.Errorf("tasks sum to %d, want %d", s, uint64(workSum))
 	}
 	emit(procs, workTasks, ms(el), "ms")
 	emit(procs, workTasks, float64(hwm-rss0KiB), "KiB")

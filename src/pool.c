@@ -1,0 +1,678 @@
+/*
+ * pool.c - gmp_pool_t, a pool of reusable worker goroutines with a
+ * capacity (the idea of Go's ants library). It owns the pool object, the
+ * worker records, the LIFO stack of idle workers, the FIFO queue of
+ * submitters waiting at capacity, the purger goroutine that retires
+ * workers idle longer than the expiry, and release.
+ *
+ * Invariants, all under pool->lock:
+ *   - nidle <= nworkers, and running == nworkers - nidle: the workers
+ *     that hold a task. A retiring worker counts in neither.
+ *   - nworkers <= cap, except after a tune lowered cap while the excess
+ *     was busy: such a worker retires when its task returns, before it
+ *     takes another (tune retires the idle excess itself).
+ *   - The waiter queue is empty unless the idle stack is: a submitter
+ *     waits only when no worker is idle, and a worker coming back serves
+ *     the first waiter before it would go idle.
+ *   - A worker on the idle stack is parked or on its way to park; its
+ *     state word (below) settles which, so whoever pops it hands it the
+ *     task and readies it only if it did park.
+ *   - nalive counts what may still touch the pool: every worker
+ *     goroutine until its last unlock (retiring ones too), the purger,
+ *     and a worker slot a woken submitter has yet to start. Release frees
+ *     the pool only at 0.
+ * Locks: pool->lock, a spinlock (lock.h). Its sections are a few dozen
+ * instructions and never switch, except the parks of a waiting submitter
+ * and of release, which release it in the park's commit, as a channel's
+ * park does. Every wake-up is made after the unlock.
+ *
+ * The hand-off. A task goes to a worker in one of three ways, and in each
+ * the waker writes the task, unlocks, then readies (park.h's rule):
+ *   1. submit pops the top idle worker, stores fn/arg in its record and
+ *      hands it over (The idle park). No allocation: the record was made
+ *      with the worker.
+ *   2. below the capacity and with nobody idle, submit reserves a slot
+ *      (nworkers, nalive) under the lock and starts a worker with the
+ *      task in its new record.
+ *   3. at the capacity the submitter queues a waiter record on its own
+ *      stack and parks (a thread sleeps). A worker whose task returns
+ *      takes the first waiter's task itself, without parking, and readies
+ *      the submitter with W_TAKEN. A tune that raises the capacity hands
+ *      waiters reserved slots instead (W_SLOT): each starts its worker.
+ * A worker with nothing to do pushes itself on the idle stack with a
+ * coarse-clock stamp and parks; most recently used first, so hot stacks
+ * are reused and the longest idle sit at the bottom, where the purger
+ * takes them.
+ *
+ * The idle park. The worker pushes itself with state PARKING, unlocks,
+ * and parks; the park's commit (on g0, once it is off its stack) CASes
+ * PARKING -> PARKED. Whoever pops it stores the task (fn == NULL: exit),
+ * unlocks, and swaps in HANDED: if the swap returns PARKED the worker is
+ * parked and gets readied; if PARKING, its commit's CAS fails, the park is
+ * called off and it runs the task at once. Exactly one of the two sides
+ * sees the other's value, so there is no lost and no double wake-up. The
+ * lock is not held across the switch: parking with it held (the commit
+ * unlocking, as a channel does) made every submitter on another P wait
+ * out the switch and, while a timer is pending, gopark's clock read.
+ *
+ * Growth and backpressure. A readied or new worker goes to the
+ * submitter's runnext (the old one to its P's ring), as any ready does. A
+ * goroutine submitting in a loop would run far ahead of the workers it
+ * feeds: finding none idle, it would start one per submit until the
+ * capacity. Fed by one loop, a pool of capacity 10,000 grew to 10,000
+ * workers: a touched page of stack each, 40 MB where Go's 10,000
+ * goroutines take 27, and every switch into one missed the cache (the
+ * bench case pool ran about 1.5x as long as it does now). So after a hand-off
+ * a goroutine yields its P (gmp__goyield: to the tail of its ring) once
+ * POOL_BACKLOG goroutines wait in that ring: those workers run, or other
+ * Ps steal them (a thief takes half), before it hands over more, and most
+ * are back on the idle stack by then. The pool grows only while tasks
+ * outrun the workers it has, and the working set stays small and warm.
+ * A plain thread holds no P and does not yield.
+ *
+ * Expiry. The purger parks until the bottom worker is due (or for one
+ * expiry when none is idle), retires every idle worker stamped expiry_ns
+ * ago or more, and waits again. Stamps use CLOCK_MONOTONIC_COARSE, five
+ * times cheaper than the precise clock on every idle push; the purger
+ * adds the coarse clock's resolution twice (to the age it requires and
+ * to its sleep) so that no worker expires early. A retired worker is
+ * popped under the lock and handed fn == NULL: it exits.
+ *
+ * Release. closed is set under the lock: later submits get GMP_ECLOSED,
+ * waiting ones are woken with it, idle workers and the purger are told
+ * to exit, and busy workers retire when their tasks return. The releaser
+ * then parks until nalive is 0: the last one out unlocks, touching
+ * nothing of the pool afterwards (a spinlock's unlock is one store), and
+ * readies the releaser, whose wait context is on its own stack.
+ *
+ * Preemption. gopark may read the clock on its way (gmp_nanotime, in
+ * the vDSO, when a timer is pending), and the purger reads it under the
+ * pool lock. The preemption signal refuses only the runtime's own code
+ * and the system libraries, not the vDSO: a goroutine preempted in the
+ * middle of a park leaves its M's park state behind, and one preempted
+ * with the pool lock held (the purger, a submitter parking at capacity)
+ * leaves every other caller spinning on it; with one P, for ever. So
+ * every park here and the purger run with preemption disabled
+ * (gmp_preempt_disable, a counter in the G); tasks never do.
+ *
+ * Wait reasons in a deadlock report: an idle worker shows "chan receive"
+ * (ants' workers wait on their task channel), a submitter at capacity
+ * "sync.Cond.Wait" (ants waits on a cond), release "sync.WaitGroup.Wait",
+ * the purger "sleep".
+ */
+#include <time.h>
+
+#include "runtime.h"
+#include "park.h"
+#include "timer.h"
+
+#define POOL_EXPIRY_DEFAULT_NS 1000000000LL
+/* Goroutines queued on a submitter's P (besides runnext) at which it
+ * yields after a hand-off (see Growth): a quarter of the ring. */
+#define POOL_BACKLOG (GMP_RUNQ_SIZE / 4)
+
+/* What a waiting submitter finds in its record when it is woken. */
+enum { W_TAKEN = 1, W_SLOT, W_CLOSED };
+
+/* One per worker, from gmp__alloc (cache-line aligned). The first line
+ * holds all that a submitter touches (next and prev to pop it, the task,
+ * the state word, the wait context's G), so that a hand-off moves one
+ * line to the worker's core and back; the second line stays with the
+ * worker. */
+struct worker {
+    /* The task. Written under the lock by whoever hands it over, before
+     * the hand-over (or by the worker itself, from a waiter); NULL tells
+     * an idle worker to exit. */
+    void           (*fn)(void *);
+    void            *arg;
+    struct worker   *next;          /* idle stack toward the bottom; a
+                                       wake list (lock) */
+    struct worker   *prev;          /* idle stack toward the top (lock) */
+    /* WK_PARKING (stored by the worker before its push, under the lock),
+     * WK_PARKED (its commit), WK_HANDED (whoever popped it). */
+    _Atomic uint32_t state;
+    struct gmp__wctx w;             /* it parks here while idle */
+    /* Second line. */
+    int64_t          idle_since;    /* coarse clock at the push (lock) */
+    struct gmp_pool *pool;
+};
+
+_Static_assert(offsetof(struct worker, idle_since) <= GMP_CACHELINE,
+               "the hand-off fields of struct worker fit one line");
+
+enum { WK_PARKING, WK_PARKED, WK_HANDED };
+
+/* A submitter waiting at capacity: on its own stack while it waits. */
+struct waiter {
+    struct waiter   *next;          /* queue; then a wake list (lock) */
+    void           (*fn)(void *);
+    void            *arg;
+    int              result;        /* W_*, written before the ready */
+    struct gmp__wctx w;
+};
+
+/* The first line holds what every submit and every returning worker
+ * touches; the rest is for waiting, the purger and release. */
+struct gmp_pool {
+    struct gmp__spinlock lock;
+    bool             closed;        /* lock */
+    bool             nonblocking;   /* fixed */
+    struct worker   *top, *bottom;  /* idle stack (lock) */
+    size_t           nidle;         /* lock */
+    size_t           nworkers;      /* started, not retired (lock) */
+    struct waiter   *whead;         /* submitters at capacity (lock) */
+    /* Written under the lock; read under it, and without it by
+     * gmp_pool_cap and gmp_pool_running. */
+    _Atomic size_t   cap;
+    _Atomic size_t   running;
+    /* Second line. */
+    struct waiter   *wtail;         /* lock */
+    size_t           nwaiting;      /* lock */
+    size_t           nalive;        /* see the invariants (lock) */
+    struct gmp__wctx *purger_w;     /* the purger's, while it waits (lock) */
+    struct gmp__wctx *release_w;    /* the releaser's, while it waits
+                                       (lock) */
+    clockid_t        clock;         /* the idle stamps' clock (fixed) */
+    int64_t          clock_res_ns;  /* its resolution (fixed) */
+    int64_t          expiry_ns;     /* fixed, > 0 */
+};
+
+_Static_assert(offsetof(struct gmp_pool, wtail) <= GMP_CACHELINE,
+               "the hot fields of struct gmp_pool fit one line");
+
+/* Ready after the unlock: workers told their task or to exit, waiters
+ * told their result, and at most one purger and one releaser. */
+struct wakes {
+    struct worker    *workers;      /* chained by next */
+    struct waiter    *waiters;      /* chained by next */
+    struct gmp__wctx *purger, *releaser;
+};
+
+/* Hands a popped worker what its record now holds (a task, or NULL to
+ * exit): readies it if it parked, else its commit calls the park off (see
+ * The idle park). After this the caller must not touch wk. Context: any,
+ * no lock held. */
+static void hand_over(struct worker *wk)
+{
+    /* Acq_rel. Release: a worker whose commit then fails reads the task
+     * we stored (its CAS failure is an acquire). Acquire: pairs with the
+     * commit's CAS, so a PARKED we read means it is off its stack. */
+    if (atomic_exchange_explicit(&wk->state, WK_HANDED,
+                                 memory_order_acq_rel) == WK_PARKED)
+        gmp__wctx_ready(&wk->w);
+}
+
+static void wake_all(struct wakes *wl)
+{
+    for (struct worker *wk = wl->workers, *next; wk; wk = next) {
+        next = wk->next;            /* before wk may run */
+        hand_over(wk);
+    }
+    for (struct waiter *wt = wl->waiters, *next; wt; wt = next) {
+        next = wt->next;            /* before wt's stack may go */
+        gmp__wctx_ready(&wt->w);
+    }
+    if (wl->purger)
+        gmp__wctx_ready(wl->purger);
+    if (wl->releaser)
+        gmp__wctx_ready(wl->releaser);
+}
+
+/* A park's commit: releases the pool lock once the waiter is off its
+ * stack. Context: g0 (or the next G after a direct park). */
+static bool unlock_pool(struct g *gp, void *lock)
+{
+    (void)gp;
+    gmp__spin_unlock(lock);
+    return true;
+}
+
+/* An idle worker's commit: parked, unless it was handed something
+ * meanwhile (The idle park). Context: g0 (or the next G after a direct
+ * park), or the worker itself when it waits as a thread. */
+static bool commit_idle(struct g *gp, void *arg)
+{
+    (void)gp;
+    struct worker *wk = arg;
+    uint32_t parking = WK_PARKING;
+    /* Acq_rel: release pairs with hand_over's acquire (we are off our
+     * stack); acquire, on failure, with its release (we see the task). */
+    return atomic_compare_exchange_strong_explicit(
+        &wk->state, &parking, WK_PARKED, memory_order_acq_rel,
+        memory_order_acquire);
+}
+
+static int64_t stamp_now(const struct gmp_pool *p)
+{
+    struct timespec ts;
+    clock_gettime(p->clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static size_t cap_of(const struct gmp_pool *p)
+{
+    /* Relaxed: under the lock (written under it too), or a snapshot. */
+    return atomic_load_explicit(&p->cap, memory_order_relaxed);
+}
+
+/* Publishes the busy count for gmp_pool_running. Context: holds lock. */
+static void publish(struct gmp_pool *p)
+{
+    /* Relaxed: a snapshot for readers; nothing is published through it. */
+    atomic_store_explicit(&p->running, p->nworkers - p->nidle,
+                          memory_order_relaxed);
+}
+
+/* ---- The idle stack and the waiter queue (all: holds lock) --------------- */
+
+static void idle_push(struct gmp_pool *p, struct worker *wk)
+{
+    wk->prev = NULL;
+    wk->next = p->top;
+    if (p->top)
+        p->top->prev = wk;
+    else
+        p->bottom = wk;
+    p->top = wk;
+    p->nidle++;
+}
+
+static struct worker *idle_pop_top(struct gmp_pool *p)
+{
+    struct worker *wk = p->top;
+    p->top = wk->next;
+    if (p->top)
+        p->top->prev = NULL;
+    else
+        p->bottom = NULL;
+    p->nidle--;
+    return wk;
+}
+
+static struct worker *idle_pop_bottom(struct gmp_pool *p)
+{
+    struct worker *wk = p->bottom;
+    p->bottom = wk->prev;
+    if (p->bottom)
+        p->bottom->next = NULL;
+    else
+        p->top = NULL;
+    p->nidle--;
+    return wk;
+}
+
+/* Tells a worker just taken off the idle stack to exit. */
+static void retire_idle(struct gmp_pool *p, struct worker *wk,
+                        struct wakes *wl)
+{
+    wk->fn = NULL;
+    p->nworkers--;
+    wk->next = wl->workers;
+    wl->workers = wk;
+}
+
+static struct waiter *waitq_pop(struct gmp_pool *p)
+{
+    struct waiter *wt = p->whead;
+    p->whead = wt->next;
+    if (!p->whead)
+        p->wtail = NULL;
+    p->nwaiting--;
+    return wt;
+}
+
+/* Hands waiters reserved worker slots while the capacity allows. */
+static void grant_slots(struct gmp_pool *p, struct wakes *wl)
+{
+    size_t cap = cap_of(p);
+    while (p->whead && p->nworkers < cap) {
+        struct waiter *wt = waitq_pop(p);
+        wt->result = W_SLOT;
+        p->nworkers++;
+        p->nalive++;
+        wt->next = wl->waiters;
+        wl->waiters = wt;
+    }
+}
+
+/* One of nalive leaves: returns the releaser to ready after the unlock if
+ * it was the last and release waits. After that unlock the caller must
+ * not touch the pool: it may be freed at once. */
+static struct gmp__wctx *leave(struct gmp_pool *p)
+{
+    if (--p->nalive > 0 || !p->release_w)
+        return NULL;
+    struct gmp__wctx *w = p->release_w;
+    p->release_w = NULL;
+    return w;
+}
+
+/* Yields the caller's P when POOL_BACKLOG or more goroutines wait in its
+ * ring: the workers it readied there run before it hands over more (see
+ * Growth). Nothing for a plain thread. Context: any G or thread, no lock
+ * held. */
+static void backpressure(void)
+{
+    struct m *mp = gmp__getm();
+    if (!mp || !mp->curg || !mp->p)
+        return;
+    struct p *pp = mp->p;
+    /* Relaxed, both: a hint. The tail is ours; a thief may advance the
+     * head after we read it, which only makes us yield a little early. */
+    uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_relaxed);
+    uint32_t t = atomic_load_explicit(&pp->runqtail, memory_order_relaxed);
+    if (t - h >= POOL_BACKLOG)
+        gmp__goyield();
+}
+
+/* ---- Workers ------------------------------------------------------------- */
+
+/* After a task: takes the next one, from the first waiting submitter or,
+ * after an idle park, from whoever pops this worker. False when the worker
+ * must exit; it has then left the pool and freed its record.
+ * Context: the worker's G. */
+static bool worker_next(struct gmp_pool *p, struct worker *wk)
+{
+    int64_t now = stamp_now(p);
+    gmp__wctx_init(&wk->w);
+    gmp__spin_lock(&p->lock);
+    if (GMP_UNLIKELY(p->closed || p->nworkers > cap_of(p))) {
+        p->nworkers--;              /* retire: released, or tuned down */
+        publish(p);
+    } else if (p->whead) {
+        struct waiter *wt = waitq_pop(p);
+        wk->fn = wt->fn;
+        wk->arg = wt->arg;
+        wt->result = W_TAKEN;
+        gmp__spin_unlock(&p->lock);
+        gmp__wctx_ready(&wt->w);
+        return true;
+    } else {
+        wk->idle_since = now;
+        /* Relaxed: published by the unlock; nobody pops us before it. */
+        atomic_store_explicit(&wk->state, WK_PARKING, memory_order_relaxed);
+        idle_push(p, wk);
+        publish(p);
+        gmp__spin_unlock(&p->lock);
+        if (wk->w.gp)
+            gmp__gopark(commit_idle, wk, WAIT_CHAN_RECV);
+        else if (commit_idle(NULL, wk))     /* a G inside a syscall bracket */
+            gmp__notesleep(&wk->w.note);
+        if (GMP_LIKELY(wk->fn != NULL))
+            return true;
+        /* Told to exit: the purger, a tune or release counted us out. */
+        gmp__spin_lock(&p->lock);
+    }
+    struct gmp__wctx *rel = leave(p);
+    gmp__spin_unlock(&p->lock);
+    gmp__free(wk, sizeof *wk);
+    if (rel)
+        gmp__wctx_ready(rel);
+    return false;
+}
+
+static void worker_main(void *arg)
+{
+    struct worker *wk = arg;
+    struct gmp_pool *p = wk->pool;
+    bool more;
+    do {
+        wk->fn(wk->arg);
+        gmp_preempt_disable();      /* see "Preemption" above */
+        more = worker_next(p, wk);
+        gmp_preempt_enable();
+    } while (more);
+}
+
+/* Starts a worker for fn(arg) in a slot the caller reserved (nworkers and
+ * nalive counted); gives the slot back if it cannot. Context: any G or
+ * thread, no lock held. */
+static int start_worker(struct gmp_pool *p, void (*fn)(void *), void *arg)
+{
+    struct worker *wk = gmp__alloc(sizeof *wk);
+    int err = GMP_ENOMEM;
+    if (wk) {
+        wk->pool = p;
+        wk->fn = fn;
+        wk->arg = arg;
+        err = gmp_go(worker_main, wk);
+        if (GMP_LIKELY(err == 0)) {
+            backpressure();
+            return 0;
+        }
+        gmp__free(wk, sizeof *wk);
+    }
+    struct wakes wl = {0};
+    gmp__spin_lock(&p->lock);
+    p->nworkers--;
+    publish(p);
+    grant_slots(p, &wl);            /* a waiter may take the slot */
+    wl.releaser = leave(p);
+    gmp__spin_unlock(&p->lock);
+    wake_all(&wl);
+    return err;
+}
+
+/* ---- The purger ---------------------------------------------------------- */
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* Claims a timed waiter's wake-up against its deadline (park.h). */
+static bool claim(struct gmp__wctx *w)
+{
+    uint32_t zero = 0;
+    /* Acq_rel: the winner alone wakes the waiter; pairs with the timer's
+     * CAS on the same flag (timer.c). */
+    return atomic_compare_exchange_strong_explicit(
+        &w->selectdone, &zero, 1, memory_order_acq_rel, memory_order_relaxed);
+}
+
+static void purger(void *arg)
+{
+    struct gmp_pool *p = arg;
+    struct gmp__wctx w;
+    /* Age at which the coarse clock proves expiry_ns have passed. */
+    int64_t span = sat_add(p->expiry_ns, p->clock_res_ns);
+    gmp_preempt_disable();          /* it reads the clock under the lock */
+    gmp__spin_lock(&p->lock);
+    while (!p->closed) {
+        int64_t now = stamp_now(p);
+        struct wakes wl = {0};
+        while (p->bottom && now - p->bottom->idle_since >= span)
+            retire_idle(p, idle_pop_bottom(p), &wl);
+        if (wl.workers) {
+            publish(p);
+            gmp__spin_unlock(&p->lock);
+            wake_all(&wl);
+            gmp__spin_lock(&p->lock);
+            continue;
+        }
+        int64_t wait_ns = p->expiry_ns;
+        if (p->bottom)  /* until the bottom is due, by the coarse clock */
+            wait_ns = sat_add(span - (now - p->bottom->idle_since),
+                              p->clock_res_ns);
+        gmp__wctx_init(&w);
+        p->purger_w = &w;
+        bool woken = gmp__wctx_block_until(
+            &w, unlock_pool, &p->lock, WAIT_SLEEP,
+            gmp__deadline(gmp_nanotime(), wait_ns));
+        gmp__spin_lock(&p->lock);
+        if (!woken && p->purger_w == &w)
+            p->purger_w = NULL;     /* the deadline won */
+    }
+    struct gmp__wctx *rel = leave(p);
+    gmp__spin_unlock(&p->lock);
+    if (rel)
+        gmp__wctx_ready(rel);
+    gmp_preempt_enable();
+}
+
+/* ---- The API ------------------------------------------------------------- */
+
+gmp_pool_t *gmp_pool_new(size_t capacity, const gmp_pool_opts_t *opts)
+{
+    int64_t expiry = opts ? opts->expiry_ns : 0;
+    if (capacity == 0 || expiry < 0)
+        return NULL;
+    struct gmp_pool *p = gmp__alloc(sizeof *p);
+    if (!p)
+        return NULL;
+    p->expiry_ns = expiry ? expiry : POOL_EXPIRY_DEFAULT_NS;
+    p->nonblocking = opts && opts->nonblocking;
+    struct timespec res;
+    p->clock = CLOCK_MONOTONIC_COARSE;
+    if (clock_getres(p->clock, &res) != 0 || res.tv_sec > 0) {
+        p->clock = CLOCK_MONOTONIC;     /* no usable coarse clock */
+        if (clock_getres(p->clock, &res) != 0)
+            res = (struct timespec){0, 1};
+    }
+    p->clock_res_ns = (int64_t)res.tv_sec * 1000000000 + res.tv_nsec;
+    /* Relaxed: nobody else sees p yet. */
+    atomic_store_explicit(&p->cap, capacity, memory_order_relaxed);
+    p->nalive = 1;                  /* the purger */
+    if (gmp_go(purger, p) != 0) {   /* GMP_EPERM without a runtime */
+        gmp__free(p, sizeof *p);
+        return NULL;
+    }
+    return p;
+}
+
+int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg)
+{
+    if (!p || !fn)
+        return GMP_EINVAL;
+    gmp__preempt_check();
+    gmp__spin_lock(&p->lock);
+    struct worker *wk = p->top;
+    if (GMP_LIKELY(wk != NULL)) {   /* the hot path: an idle worker */
+        idle_pop_top(p);
+        publish(p);
+        wk->fn = fn;
+        wk->arg = arg;
+        gmp__spin_unlock(&p->lock);
+        hand_over(wk);
+        backpressure();
+        return 0;
+    }
+    if (p->closed) {                /* release empties the idle stack */
+        gmp__spin_unlock(&p->lock);
+        return GMP_ECLOSED;
+    }
+    if (p->nworkers < cap_of(p)) {
+        p->nworkers++;
+        p->nalive++;
+        publish(p);
+        gmp__spin_unlock(&p->lock);
+        return start_worker(p, fn, arg);
+    }
+    if (p->nonblocking) {
+        gmp__spin_unlock(&p->lock);
+        return GMP_EAGAIN;
+    }
+    struct waiter wt = {.fn = fn, .arg = arg};
+    gmp__wctx_init(&wt.w);
+    if (p->wtail)
+        p->wtail->next = &wt;
+    else
+        p->whead = &wt;
+    p->wtail = &wt;
+    p->nwaiting++;
+    gmp_preempt_disable();
+    gmp__wctx_block(&wt.w, unlock_pool, &p->lock, WAIT_COND);
+    gmp_preempt_enable();
+    switch (wt.result) {
+    case W_TAKEN:
+        return 0;
+    case W_SLOT:
+        return start_worker(p, fn, arg);
+    default:
+        return GMP_ECLOSED;
+    }
+}
+
+int gmp_pool_tune(gmp_pool_t *p, size_t capacity)
+{
+    if (!p || capacity == 0)
+        return GMP_EINVAL;
+    struct wakes wl = {0};
+    gmp__spin_lock(&p->lock);
+    if (p->closed) {
+        gmp__spin_unlock(&p->lock);
+        return GMP_ECLOSED;
+    }
+    /* Relaxed: written under the lock; see struct gmp_pool. */
+    atomic_store_explicit(&p->cap, capacity, memory_order_relaxed);
+    while (p->nworkers > capacity && p->bottom)
+        retire_idle(p, idle_pop_bottom(p), &wl);
+    grant_slots(p, &wl);
+    publish(p);
+    gmp__spin_unlock(&p->lock);
+    wake_all(&wl);
+    return 0;
+}
+
+size_t gmp_pool_running(const gmp_pool_t *p)
+{
+    /* Relaxed: a snapshot (see publish). */
+    return p ? atomic_load_explicit(&p->running, memory_order_relaxed) : 0;
+}
+
+size_t gmp_pool_cap(const gmp_pool_t *p)
+{
+    return p ? cap_of(p) : 0;
+}
+
+int gmp_pool_release(gmp_pool_t *p)
+{
+    if (!p)
+        return GMP_EINVAL;
+    struct wakes wl = {0};
+    struct gmp__wctx w;
+    gmp__wctx_init(&w);
+    gmp__spin_lock(&p->lock);
+    if (p->closed) {                /* a concurrent second release */
+        gmp__spin_unlock(&p->lock);
+        return GMP_ECLOSED;
+    }
+    p->closed = true;
+    while (p->top)
+        retire_idle(p, idle_pop_top(p), &wl);
+    publish(p);
+    while (p->whead) {
+        struct waiter *wt = waitq_pop(p);
+        wt->result = W_CLOSED;
+        wt->next = wl.waiters;
+        wl.waiters = wt;
+    }
+    if (p->purger_w) {
+        if (claim(p->purger_w))
+            wl.purger = p->purger_w;
+        p->purger_w = NULL;
+    }
+    gmp__spin_unlock(&p->lock);
+    wake_all(&wl);
+    gmp__spin_lock(&p->lock);
+    if (p->nalive > 0) {
+        p->release_w = &w;
+        gmp_preempt_disable();
+        gmp__wctx_block(&w, unlock_pool, &p->lock, WAIT_WG);
+        gmp_preempt_enable();
+    } else {
+        gmp__spin_unlock(&p->lock);
+    }
+    gmp__free(p, sizeof *p);
+    return 0;
+}
+
+/* For the tests: submitters waiting at capacity now. Context: any. */
+GMP_HIDDEN size_t gmp__pool_waiting(gmp_pool_t *p);
+size_t gmp__pool_waiting(gmp_pool_t *p)
+{
+    gmp__spin_lock(&p->lock);
+    size_t n = p->nwaiting;
+    gmp__spin_unlock(&p->lock);
+    return n;
+}
