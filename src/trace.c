@@ -109,7 +109,11 @@ static void wputx(struct wr *w, uintptr_t n)
 static void wsym(struct wr *w, uintptr_t pc)
 {
     Dl_info di;
-    if (dladdr((void *)pc, &di) && di.dli_sname && di.dli_saddr) {
+    if (!dladdr((void *)pc, &di)) {     /* in no object: di is not set */
+        wputx(w, pc);
+        return;
+    }
+    if (di.dli_sname && di.dli_saddr) {
         wputs(w, di.dli_sname);
         if (pc != (uintptr_t)di.dli_saddr) {
             wputs(w, "+");
