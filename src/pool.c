@@ -85,16 +85,6 @@
  * nothing of the pool afterwards (a spinlock's unlock is one store), and
  * readies the releaser, whose wait context is on its own stack.
  *
- * Preemption. gopark may read the clock on its way (gmp_nanotime, in
- * the vDSO, when a timer is pending), and the purger reads it under the
- * pool lock. The preemption signal refuses only the runtime's own code
- * and the system libraries, not the vDSO: a goroutine preempted in the
- * middle of a park leaves its M's park state behind, and one preempted
- * with the pool lock held (the purger, a submitter parking at capacity)
- * leaves every other caller spinning on it; with one P, for ever. So
- * every park here and the purger run with preemption disabled
- * (gmp_preempt_disable, a counter in the G); tasks never do.
- *
  * Wait reasons in a deadlock report: an idle worker shows "chan receive"
  * (ants' workers wait on their task channel), a submitter at capacity
  * "sync.Cond.Wait" (ants waits on a cond), release "sync.WaitGroup.Wait",
@@ -418,9 +408,7 @@ static void worker_main(void *arg)
     bool more;
     do {
         wk->fn(wk->arg);
-        gmp_preempt_disable();      /* see "Preemption" above */
         more = worker_next(p, wk);
-        gmp_preempt_enable();
     } while (more);
 }
 
@@ -476,7 +464,6 @@ static void purger(void *arg)
     struct gmp__wctx w;
     /* Age at which the coarse clock proves expiry_ns have passed. */
     int64_t span = sat_add(p->expiry_ns, p->clock_res_ns);
-    gmp_preempt_disable();          /* it reads the clock under the lock */
     gmp__spin_lock(&p->lock);
     while (!p->closed) {
         int64_t now = stamp_now(p);
@@ -507,7 +494,6 @@ static void purger(void *arg)
     gmp__spin_unlock(&p->lock);
     if (rel)
         gmp__wctx_ready(rel);
-    gmp_preempt_enable();
 }
 
 /* ---- The API ------------------------------------------------------------- */
@@ -580,9 +566,7 @@ int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg)
         p->whead = &wt;
     p->wtail = &wt;
     p->nwaiting++;
-    gmp_preempt_disable();
     gmp__wctx_block(&wt.w, unlock_pool, &p->lock, WAIT_COND);
-    gmp_preempt_enable();
     switch (wt.result) {
     case W_TAKEN:
         return 0;
@@ -657,9 +641,7 @@ int gmp_pool_release(gmp_pool_t *p)
     gmp__spin_lock(&p->lock);
     if (p->nalive > 0) {
         p->release_w = &w;
-        gmp_preempt_disable();
         gmp__wctx_block(&w, unlock_pool, &p->lock, WAIT_WG);
-        gmp_preempt_enable();
     } else {
         gmp__spin_unlock(&p->lock);
     }
