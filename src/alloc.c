@@ -23,7 +23,7 @@
 
 #include "runtime.h"
 
-struct gmp__hooks gmp__hooks;
+gmp_config_t gmp__hooks;
 
 void gmp__hooks_set(const gmp_config_t *cfg)
 {
@@ -32,7 +32,7 @@ void gmp__hooks_set(const gmp_config_t *cfg)
         return;
     gmp__hooks.thread_start = cfg->thread_start;
     gmp__hooks.thread_stop = cfg->thread_stop;
-    if (cfg->mem_alloc && cfg->mem_free) {
+    if (cfg->mem_alloc && cfg->mem_free) {          /* both or neither */
         gmp__hooks.mem_alloc = cfg->mem_alloc;
         gmp__hooks.mem_free = cfg->mem_free;
     }
@@ -40,7 +40,7 @@ void gmp__hooks_set(const gmp_config_t *cfg)
         gmp__hooks.stack_alloc = cfg->stack_alloc;
         gmp__hooks.stack_free = cfg->stack_free;
     }
-    gmp__hooks.ctx = cfg->hook_ctx;
+    gmp__hooks.hook_ctx = cfg->hook_ctx;
 }
 
 void *gmp__alloc(size_t size)
@@ -49,7 +49,7 @@ void *gmp__alloc(size_t size)
     if (size == 0)
         size = 1;
     if (gmp__hooks.mem_alloc) {
-        p = gmp__hooks.mem_alloc(size, gmp__hooks.ctx);
+        p = gmp__hooks.mem_alloc(size, gmp__hooks.hook_ctx);
         if (p && ((uintptr_t)p & (GMP_CACHELINE - 1)))
             gmp__throw("gmp_config_t.mem_alloc returned memory not aligned "
                        "to 64 bytes");
@@ -68,7 +68,7 @@ void gmp__free(void *p, size_t size)
     if (size == 0)
         size = 1;
     if (gmp__hooks.mem_free)
-        gmp__hooks.mem_free(p, size, gmp__hooks.ctx);
+        gmp__hooks.mem_free(p, size, gmp__hooks.hook_ctx);
     else
         free(p);
 }
@@ -76,7 +76,7 @@ void gmp__free(void *p, size_t size)
 void *gmp__stack_map(size_t size)
 {
     if (gmp__hooks.stack_alloc) {
-        void *p = gmp__hooks.stack_alloc(size, gmp__hooks.ctx);
+        void *p = gmp__hooks.stack_alloc(size, gmp__hooks.hook_ctx);
         if (p && ((uintptr_t)p & 4095))
             gmp__throw("gmp_config_t.stack_alloc returned memory not "
                        "page-aligned");
@@ -92,7 +92,7 @@ void gmp__stack_unmap(void *p, size_t size)
     if (!p)
         return;
     if (gmp__hooks.stack_free)
-        gmp__hooks.stack_free(p, size, gmp__hooks.ctx);
+        gmp__hooks.stack_free(p, size, gmp__hooks.hook_ctx);
     else
         munmap(p, size);
 }
@@ -100,11 +100,11 @@ void gmp__stack_unmap(void *p, size_t size)
 void gmp__thread_started(void)
 {
     if (gmp__hooks.thread_start)
-        gmp__hooks.thread_start(gmp__hooks.ctx);
+        gmp__hooks.thread_start(gmp__hooks.hook_ctx);
 }
 
 void gmp__thread_stopping(void)
 {
     if (gmp__hooks.thread_stop)
-        gmp__hooks.thread_stop(gmp__hooks.ctx);
+        gmp__hooks.thread_stop(gmp__hooks.hook_ctx);
 }

@@ -394,17 +394,9 @@ GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
 
 /* ---- alloc.c ------------------------------------------------------------ */
-/* The host's hooks (gmp_config_t), process-wide (alloc.c). */
-struct gmp__hooks {
-    void  (*thread_start)(void *ctx);
-    void  (*thread_stop)(void *ctx);
-    void *(*mem_alloc)(size_t size, void *ctx);
-    void  (*mem_free)(void *p, size_t size, void *ctx);
-    void *(*stack_alloc)(size_t size, void *ctx);
-    void  (*stack_free)(void *p, size_t size, void *ctx);
-    void   *ctx;
-};
-GMP_HIDDEN extern struct gmp__hooks gmp__hooks;
+/* The host's hooks: the hook fields of the gmp_config_t the running (or
+ * last) runtime started with, the rest zero; process-wide (alloc.c). */
+GMP_HIDDEN extern gmp_config_t gmp__hooks;
 /* Takes cfg's hooks (NULL: none). Context: no runtime thread exists. */
 GMP_HIDDEN void gmp__hooks_set(const gmp_config_t *cfg);
 /* Zeroed memory aligned to GMP_CACHELINE for a runtime object, or NULL;
