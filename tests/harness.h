@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -96,6 +97,29 @@
  * healthy run on a loaded 2-core CI machine, and below the ctest TIMEOUT
  * of every binary, so a hang is reported by the test that hung. */
 #define H_DEADLINE_NS ((int64_t)(H_SLOW ? 240 : 60) * 1000000000LL)
+
+/* ---- Threads ------------------------------------------------------------- */
+
+/* The calling thread's kernel id. */
+static H_UNUSED int32_t h_tid(void)
+{
+    return (int32_t)syscall(SYS_gettid);
+}
+
+/* The state letter of one of this process's threads ('R', 'S', ...). */
+static H_UNUSED char h_thread_state(int32_t tid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return '?';
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');        /* comm may hold spaces and ')' */
+    return p && p[1] == ' ' ? p[2] : '?';
+}
 
 /* ---- Time and waiting --------------------------------------------------- */
 

@@ -33,25 +33,6 @@
 
 /* ---- Helpers ------------------------------------------------------------- */
 
-static int32_t my_tid(void)
-{
-    return (int32_t)syscall(SYS_gettid);
-}
-
-/* The state letter of one of this process's threads ('R', 'S', ...). */
-static char thread_state(int32_t tid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return '?';
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');        /* comm may hold spaces and ')' */
-    return p && p[1] == ' ' ? p[2] : '?';
-}
 
 #define N_CAPS 5
 static const size_t caps[N_CAPS] = {0, 1, 2, 5, 16};
@@ -977,7 +958,7 @@ static void test_chan_fifo_blocked_receivers_procs1(void **state)
 static void fifo_thread(void *arg)
 {
     long i = (long)(intptr_t)arg;
-    atomic_store(&fifo.tid[i], my_tid());
+    atomic_store(&fifo.tid[i], h_tid());
     atomic_fetch_add(&fifo.started, 1);
     if (fifo.senders) {
         G_CHECK(gmp_chan_send(fifo.c, &i) == 0);
@@ -994,7 +975,7 @@ static bool fifo_thread_asleep(void *arg)
     long i = (long)(intptr_t)arg;
     int32_t tid = atomic_load(&fifo.tid[i]);
     return tid != 0 && atomic_load(&fifo.started) == i + 1 &&
-           thread_state(tid) == 'S';
+           h_thread_state(tid) == 'S';
 }
 
 static void run_fifo_threads(size_t cap, bool senders)

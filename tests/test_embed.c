@@ -35,18 +35,13 @@ static struct {
 
 static int hook_ctx_token;
 
-static pid_t my_tid(void)
-{
-    return (pid_t)syscall(SYS_gettid);
-}
-
 static void on_thread_start(void *ctx)
 {
     pthread_mutex_lock(&th_log.mu);
     if (ctx != &hook_ctx_token)
         th_log.ctx_wrong++;
     if (th_log.started < MAX_THREADS) {
-        th_log.tids[th_log.started] = my_tid();
+        th_log.tids[th_log.started] = h_tid();
         th_log.live[th_log.started] = true;
     }
     th_log.started++;
@@ -58,7 +53,7 @@ static void on_thread_stop(void *ctx)
     pthread_mutex_lock(&th_log.mu);
     if (ctx != &hook_ctx_token)
         th_log.ctx_wrong++;
-    pid_t tid = my_tid();
+    pid_t tid = h_tid();
     bool found = false;
     for (int i = 0; i < th_log.started && i < MAX_THREADS; i++)
         if (th_log.live[i] && th_log.tids[i] == tid) {

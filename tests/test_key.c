@@ -21,11 +21,6 @@
 
 #include "runtime.h"
 
-static long tid(void)
-{
-    return (long)syscall(SYS_gettid);
-}
-
 /* Goroutines that spin through yields until stop is set, so that a
  * yielding goroutine has somewhere to go and threads have work. Each
  * checks, every round, that it is not on the locked thread (locked_tid,
@@ -42,7 +37,7 @@ static void spinner(void *arg)
     (void)arg;
     while (!atomic_load(&spin_stop)) {
         gmp_preempt_disable();
-        long t = tid();
+        long t = (long)h_tid();
         long lt = atomic_load(&locked_tid);
         gmp_preempt_enable();
         if (lt != 0 && t == lt)
@@ -130,7 +125,7 @@ static void migrate_g(void *arg)
     char mine1;                     /* a distinct address per goroutine */
     G_CHECK(gmp_setspecific(c->k1, &mine1) == 0);
     G_CHECK(gmp_setspecific(c->k2, (void *)(intptr_t)(m->id + 1)) == 0);
-    long last = tid(), moves = 0;
+    long last = (long)h_tid(), moves = 0;
     for (int i = 0; i < c->iters; i++) {
         switch (i % 4) {
         case 0:
@@ -159,7 +154,7 @@ static void migrate_g(void *arg)
         }
         G_CHECK(gmp_getspecific(c->k1) == &mine1);
         G_CHECK(gmp_getspecific(c->k2) == (void *)(intptr_t)(m->id + 1));
-        long now = tid();
+        long now = (long)h_tid();
         if (now != last)
             moves++;
         last = now;
@@ -569,7 +564,7 @@ static void partner_g(void *arg)
 
 static void check_tid(struct lk *c, long want)
 {
-    if (tid() != want)
+    if ((long)h_tid() != want)
         atomic_fetch_add(&c->mismatches, 1);
     if (!is_locked_here())
         atomic_fetch_add(&c->not_locked, 1);
@@ -580,7 +575,7 @@ static void locked_g(void *arg)
 {
     struct lk *c = arg;
     gmp_lock_os_thread();
-    long me = tid();
+    long me = (long)h_tid();
     atomic_store(&locked_tid, me);
     for (int i = 0; i < c->iters; i++) {
         gmp_yield();
@@ -615,10 +610,10 @@ static void locked_g(void *arg)
     gmp_unlock_os_thread();
     G_CHECK(!is_locked_here());
     /* Unlocked: free to move; counted, not asserted. */
-    long last = tid();
+    long last = (long)h_tid();
     for (int i = 0; i < c->iters; i++) {
         gmp_yield();
-        long now = tid();
+        long now = (long)h_tid();
         if (now != last)
             atomic_fetch_add(&c->after_moves, 1);
         last = now;
@@ -678,7 +673,7 @@ static void pair_locked(void *arg)
 {
     struct pair *p = arg;
     gmp_lock_os_thread();
-    long me = tid();
+    long me = (long)h_tid();
     for (int i = 0; i < p->c->iters; i++) {
         int v = i;
         G_CHECK(gmp_chan_send(p->a, &v) == 0);
@@ -739,14 +734,14 @@ static void nest_g(void *arg)
     gmp_lock_os_thread();
     gmp_lock_os_thread();
     gmp_lock_os_thread();
-    long me = tid();
+    long me = (long)h_tid();
     atomic_store(&locked_tid, me);
     gmp_unlock_os_thread();
     gmp_unlock_os_thread();
     G_CHECK(is_locked_here());      /* one lock left */
     for (int i = 0; i < 200; i++) {
         gmp_yield();
-        if (tid() != me)
+        if ((long)h_tid() != me)
             atomic_fetch_add(&c->mismatches, 1);
         G_CHECK(is_locked_here());
     }
@@ -787,7 +782,7 @@ static _Atomic int64_t x_dtor_calls, x_dtor_wrong;
 
 static void exit_dtor(void *v)
 {
-    if ((long)(intptr_t)v != tid())
+    if ((long)(intptr_t)v != (long)h_tid())
         atomic_fetch_add(&x_dtor_wrong, 1);
     atomic_fetch_add(&x_dtor_calls, 1);
 }
@@ -798,7 +793,7 @@ static void exit_locked_g(void *arg)
     gmp_lock_os_thread();
     if (gmp_id() % 2)
         gmp_lock_os_thread();       /* some twice */
-    G_CHECK(gmp_setspecific(x_key, (void *)(intptr_t)tid()) == 0);
+    G_CHECK(gmp_setspecific(x_key, (void *)(intptr_t)(long)h_tid()) == 0);
     gmp_yield();
     atomic_fetch_add(&c->done, 1);
 }

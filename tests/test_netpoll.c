@@ -91,25 +91,6 @@ static void assert_quiet(void)
     ASSERT_NO_BAD();
 }
 
-static int32_t my_tid(void)
-{
-    return (int32_t)syscall(SYS_gettid);
-}
-
-/* The state letter of one of this process's threads ('R', 'S', ...). */
-static char thread_state(int32_t tid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return '?';
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : '?';
-}
 
 /* A listening TCP socket on 127.0.0.1, any port; its address in *sa. */
 static int mklistener(struct sockaddr_in *sa)
@@ -1215,7 +1196,7 @@ static void ptw_writer(void *arg)
     (void)arg;
     /* Until the test thread sleeps in the kernel (in its gmp_read; any
      * other sleep only makes the check below weaker, not wrong). */
-    while (thread_state(ptw.tid) != 'S')
+    while (h_thread_state(ptw.tid) != 'S')
         gmp_sleep(50 * US);
     G_CHECK(gmp_write(ptw.wfd, "hello", 5) == 5);
     atomic_fetch_add(&ptw.done, 1);
@@ -1231,7 +1212,7 @@ static void test_netpoll_thread_blocks_until_goroutine_writes(void **state)
         char buf[16];
         mkstream(kind, fd);
         ptw.wfd = fd[1];
-        ptw.tid = my_tid();
+        ptw.tid = h_tid();
         atomic_store(&ptw.done, 0);
         assert_int_equal(gmp_go(ptw_writer, NULL), 0);
         size_t got = 0;
