@@ -515,7 +515,7 @@ GMP_EXTERN int gmp_stats(gmp_stats_t *out);
  *   started as worker(0x0)
  *
  * The header gives the state (for a waiting one its wait reason and how
- * long it has waited, to within 10 ms); then the backtrace, by frame
+ * long it has waited, to within 11 ms); then the backtrace, by frame
  * pointers, of a waiting goroutine (or of the caller itself),
  * as far as frame pointers allow; then the function it was started with
  * and its argument. Names come from dladdr: functions of an executable

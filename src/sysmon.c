@@ -33,6 +33,7 @@
 #define SYSMON_MAX_NS 10000000      /* 10 ms */
 #define PREEMPT_NS    10000000      /* a G's time slice */
 #define POLL_NS       10000000      /* poll if nobody has for this long */
+#define COARSE_NS     1000000       /* the parks' clock's resolution */
 
 /* What sysmon last saw of a P, and since when. */
 struct sysmontick {
@@ -96,8 +97,12 @@ static int retake(struct schedt *s, int64_t now)
  * schedtrace report when one is due. */
 static void tick(struct schedt *s, int64_t now, int64_t *lasttrace)
 {
-    /* Relaxed: a clock reading, published with nothing else. */
-    atomic_store_explicit(&s->coarse_ns, now, memory_order_relaxed);
+    /* Relaxed: a clock reading, published with nothing else. Every park
+     * reads this line, so it is written at most once a millisecond, not
+     * on each of sysmon's 20 us rounds. */
+    if (now - atomic_load_explicit(&s->coarse_ns, memory_order_relaxed) >=
+        COARSE_NS)
+        atomic_store_explicit(&s->coarse_ns, now, memory_order_relaxed);
     if (s->schedtrace_ms > 0 &&
         now - *lasttrace >= (int64_t)s->schedtrace_ms * 1000000) {
         *lasttrace = now;
