@@ -528,12 +528,12 @@ static void bench_timers(void *arg)
 static gmp_chan_t *idle_chan;
 static gmp_wg_t parked_wg;     /* each goroutine reports in before it parks */
 
-/* Resident set size in bytes from /proc/self/statm (pages * page size), or
- * -1. Read without stdio, whose buffer would add to the figure. */
-static int64_t statm_rss(void)
+/* One "<key>: <n> kB" line of /proc/self/status (VmRSS, VmHWM) in KiB,
+ * or -1. Read without stdio, whose buffer would add to the figure. */
+static int64_t status_kib(const char *key)
 {
-    char buf[256];
-    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     ssize_t len = read(fd, buf, sizeof buf - 1);
@@ -541,10 +541,14 @@ static int64_t statm_rss(void)
     if (len <= 0)
         return -1;
     buf[len] = '\0';
-    long long size, resident;
-    if (sscanf(buf, "%lld %lld", &size, &resident) != 2)
-        return -1;
-    return (int64_t)resident * sysconf(_SC_PAGESIZE);
+    size_t klen = strlen(key);
+    for (char *line = buf; line && *line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':')
+            return strtoll(line + klen + 1, NULL, 10);
+    }
+    return -1;
 }
 
 static void idler(void *arg)
@@ -566,7 +570,7 @@ static void bench_idle(void *arg)
     }
     gmp_wg_add(&parked_wg, IDLE_GS);
     gmp_wg_add(&wg, IDLE_GS);
-    int64_t before = statm_rss();
+    int64_t before = status_kib("VmRSS") * 1024;
     if (before < 0) {
         fail("cannot read /proc/self/statm");
         return;
@@ -577,7 +581,7 @@ static void bench_idle(void *arg)
     gmp_wg_wait(&parked_wg);
     /* The last ones to report in have yet to reach the receive. */
     gmp_sleep(IDLE_SETTLE_NS);
-    int64_t after = statm_rss();
+    int64_t after = status_kib("VmRSS") * 1024;
     if (after < 0)
         die("cannot read /proc/self/statm");
     if (gmp_chan_close(idle_chan) != 0)
@@ -655,29 +659,6 @@ static void work_task(void *arg)
     /* Relaxed: a sum; the wait group orders it before main's read. */
     atomic_fetch_add_explicit(&work_sum, x, memory_order_relaxed);
     gmp_wg_done(&wg);
-}
-
-/* One "<key>: <n> kB" line of /proc/self/status (VmRSS, VmHWM) in KiB,
- * or -1. Read without stdio, whose buffer would add to the figure. */
-static int64_t status_kib(const char *key)
-{
-    char buf[4096];
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (len <= 0)
-        return -1;
-    buf[len] = '\0';
-    size_t klen = strlen(key);
-    for (char *line = buf; line && *line; line = strchr(line, '\n')) {
-        if (*line == '\n')
-            line++;
-        if (strncmp(line, key, klen) == 0 && line[klen] == ':')
-            return strtoll(line + klen + 1, NULL, 10);
-    }
-    return -1;
 }
 
 /* Checks the sum, then prints the time and the peak RSS growth (VmHWM at
