@@ -40,14 +40,16 @@ static int enter(int fd, struct schedt **s, struct gmp__pd **pd)
 }
 
 /* After a call failed with errno: 1 to try it again (EINTR, or EAGAIN
- * and the fd has become ready), else the error to return. */
-static ssize_t retry(struct schedt *s, struct gmp__pd *pd, int mode)
+ * and the fd has become ready), else the error to return. seq: the
+ * descriptor's gmp__pd_seq from before the call. */
+static ssize_t retry(struct schedt *s, struct gmp__pd *pd, int mode,
+                     uint64_t seq)
 {
     if (errno == EINTR)
         return 1;
     if (errno != EAGAIN || !pd->pollable)
         return -errno;
-    int r = gmp__pd_wait(s, pd, mode, 0);
+    int r = gmp__pd_wait(s, pd, mode, seq, 0);
     return r ? r : 1;
 }
 
@@ -72,9 +74,11 @@ ssize_t gmp_read(int fd, void *buf, size_t n)
     if (err)
         return err;
     ssize_t r;
-    do
+    uint64_t seq;
+    do {
+        seq = gmp__pd_seq(pd);
         r = pd->pollable ? read(fd, buf, n) : BRACKETED(read(fd, buf, n));
-    while (r < 0 && (r = retry(s, pd, PD_R)) == 1);
+    } while (r < 0 && (r = retry(s, pd, PD_R, seq)) == 1);
     gmp__pd_exit(pd);
     return r;
 }
@@ -103,6 +107,7 @@ ssize_t gmp_write(int fd, const void *buf, size_t n)
     size_t done = 0;
     ssize_t r = 0;
     for (;;) {
+        uint64_t seq = gmp__pd_seq(pd);
         r = write1(pd, fd, p + done, n - done);
         if (r >= 0) {
             done += (size_t)r;
@@ -111,7 +116,7 @@ ssize_t gmp_write(int fd, const void *buf, size_t n)
             r = (ssize_t)n;
             break;
         }
-        if ((r = retry(s, pd, PD_W)) != 1)
+        if ((r = retry(s, pd, PD_W, seq)) != 1)
             break;
     }
     gmp_mutex_unlock(&pd->wmu);
@@ -129,12 +134,14 @@ int gmp_accept(int fd, struct sockaddr *addr, socklen_t *len)
     if (err)
         return err;
     ssize_t r;
+    uint64_t seq;
     do {
+        seq = gmp__pd_seq(pd);
         r = accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         /* A connection reset before we took it: take the next (Go). */
         if (r < 0 && errno == ECONNABORTED)
             errno = EINTR;
-    } while (r < 0 && (r = retry(s, pd, PD_R)) == 1);
+    } while (r < 0 && (r = retry(s, pd, PD_R, seq)) == 1);
     gmp__pd_exit(pd);
     return (int)r;
 }
@@ -148,6 +155,7 @@ int gmp_connect(int fd, const struct sockaddr *addr, socklen_t len)
     int err = enter(fd, &s, &pd);
     if (err)
         return err;
+    uint64_t seq = gmp__pd_seq(pd);
     int r = connect(fd, addr, len) == 0 ? 0 : -errno;
     if (r == -EISCONN)
         r = 0;
@@ -155,8 +163,9 @@ int gmp_connect(int fd, const struct sockaddr *addr, socklen_t len)
      * may wake us early (a fresh socket reports writable), so a zero
      * SO_ERROR counts only once the peer is known (Go does the same). */
     while (r == -EINPROGRESS || r == -EALREADY || r == -EINTR) {
-        if ((r = gmp__pd_wait(s, pd, PD_W, 0)) != 0)
+        if ((r = gmp__pd_wait(s, pd, PD_W, seq, 0)) != 0)
             break;
+        seq = gmp__pd_seq(pd);
         int soerr = 0;
         socklen_t sl = sizeof soerr;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) {
@@ -194,6 +203,7 @@ int gmp_fd_wait(int fd, int events, int64_t timeout_ns)
     for (;;) {
         /* The fd's state now: the poller only reports changes, and a
          * caller may not have drained what it was told about last time. */
+        uint64_t seq = gmp__pd_seq(pd);
         struct pollfd pfd = {.fd = fd, .events = (short)events};
         int n = poll(&pfd, 1, 0);
         if (n < 0 && errno != EINTR) {
@@ -218,7 +228,7 @@ int gmp_fd_wait(int fd, int events, int64_t timeout_ns)
             r = events;             /* a file is always ready */
             break;
         }
-        if ((r = gmp__pd_wait(s, pd, modes, deadline)) != 0)
+        if ((r = gmp__pd_wait(s, pd, modes, seq, deadline)) != 0)
             break;
     }
     gmp__pd_exit(pd);

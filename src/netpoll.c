@@ -9,12 +9,16 @@
  * between the EAGAIN and the park, and nobody remembers it, the goroutine
  * sleeps for ever beside a ready fd.
  *
- * The rule: everything a direction has (its "ready" token, its list of
- * parked waiters) is under the descriptor's spinlock. An event with
- * waiters wakes every one of them (each retries its call); an event with
- * none leaves the token. A waiter, under the same lock, first takes a
- * token if there is one (and retries its call at once), else links
- * itself. So the report is either seen by the waiter or finds it linked.
+ * The rule: each direction counts its events (rseq, wseq), and the count
+ * and the list of parked waiters are under the descriptor's spinlock. An
+ * event bumps the count and wakes every waiter (each retries its call).
+ * A caller reads the count before it tries its system call; after EAGAIN
+ * it compares, under the lock, and links itself only if no event came
+ * since (else it tries again at once). So the report is either counted
+ * before the try (whose system call then sees the state it reported), or
+ * seen by the waiter, or finds it linked. A count, unlike a one-shot
+ * "ready" token, serves any number of callers that failed at once: each
+ * compares with its own reading, and none can take the others' event.
  * A goroutine links itself only in its park's commit, once it is off its
  * stack, so no waker can ready it while it still runs.
  *
@@ -69,6 +73,7 @@ struct fdwait {
     struct gmp__pd    *pd;
     struct schedt     *s;
     int                modes;       /* PD_R | PD_W */
+    uint64_t           seq;         /* gmp__pd_seq before the failed try */
     int                why;         /* WHY_*, written by the claimer */
     bool               linked;      /* on pd's lists (pd->lock) */
     bool               committed;   /* a G: the commit ran and linked it */
@@ -224,12 +229,10 @@ static void unlink_waiter(struct gmp__pd *pd, struct fdwait *fw)
 }
 
 /* Claims and unlinks every waiter of the directions in modes, adding the
- * ones it won to *wake. Returns whether it won any. Context: holds
- * pd->lock. */
-static bool take_waiters(struct gmp__pd *pd, int modes, int why,
+ * ones it won to *wake. Context: holds pd->lock. */
+static void take_waiters(struct gmp__pd *pd, int modes, int why,
                          struct fdwait **wake)
 {
-    bool any = false;
     for (int d = PD_R; d <= PD_W; d <<= 1) {
         if (!(modes & d))
             continue;
@@ -240,11 +243,9 @@ static bool take_waiters(struct gmp__pd *pd, int modes, int why,
                 fw->why = why;
                 fw->wakenext = *wake;
                 *wake = fw;
-                any = true;
             }
         }
     }
-    return any;
 }
 
 /* ---- Polling ------------------------------------------------------------------ */
@@ -280,10 +281,17 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
             modes |= PD_W;
         struct fdwait *wake = NULL;
         gmp__spin_lock(&pd->lock);
-        if ((modes & PD_R) && !take_waiters(pd, PD_R, WHY_READY, &wake))
-            pd->rready = true;
-        if ((modes & PD_W) && !take_waiters(pd, PD_W, WHY_READY, &wake))
-            pd->wready = true;
+        /* Release: see gmp__pd_seq. Relaxed loads: writers hold the lock. */
+        if (modes & PD_R) {
+            atomic_store_explicit(&pd->rseq, atomic_load_explicit(
+                &pd->rseq, memory_order_relaxed) + 1, memory_order_release);
+            take_waiters(pd, PD_R, WHY_READY, &wake);
+        }
+        if (modes & PD_W) {
+            atomic_store_explicit(&pd->wseq, atomic_load_explicit(
+                &pd->wseq, memory_order_relaxed) + 1, memory_order_release);
+            take_waiters(pd, PD_W, WHY_READY, &wake);
+        }
         gmp__spin_unlock(&pd->lock);
         while (wake) {
             struct fdwait *fw = wake;
@@ -351,7 +359,6 @@ static int pd_register(struct schedt *s, struct gmp__pd *pd, int fd)
     else
         return -errno;
     pd->registered = true;
-    pd->rready = pd->wready = false;
     return 0;
 }
 
@@ -417,8 +424,9 @@ static void fd_timeout(struct gmp__timer *t)
     }
 }
 
-/* Under pd->lock: a pending close or token settles the wait at once
- * (sets why); else links fw. Returns whether it linked. */
+/* Under pd->lock: a pending close, or an event of fw's modes since
+ * fw->seq was read, settles the wait at once (sets why); else links fw.
+ * Returns whether it linked. */
 static bool pd_link(struct gmp__pd *pd, struct fdwait *fw)
 {
     /* Relaxed: the closer sets PD_CLOSING before it takes this lock to
@@ -427,13 +435,11 @@ static bool pd_link(struct gmp__pd *pd, struct fdwait *fw)
         fw->why = WHY_CLOSED;
         return false;
     }
-    if ((fw->modes & PD_R) && pd->rready) {
-        pd->rready = false;
-        fw->why = WHY_READY;
-        return false;
-    }
-    if ((fw->modes & PD_W) && pd->wready) {
-        pd->wready = false;
+    /* Relaxed: the writers hold this lock. */
+    uint32_t r = atomic_load_explicit(&pd->rseq, memory_order_relaxed);
+    uint32_t w = atomic_load_explicit(&pd->wseq, memory_order_relaxed);
+    if (((fw->modes & PD_R) && r != (uint32_t)(fw->seq >> 32)) ||
+        ((fw->modes & PD_W) && w != (uint32_t)fw->seq)) {
         fw->why = WHY_READY;
         return false;
     }
@@ -479,11 +485,11 @@ static bool fd_commit(struct g *gp, void *arg)
 }
 
 int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
-                 int64_t deadline)
+                 uint64_t seq, int64_t deadline)
 {
     if (deadline && gmp_nanotime() >= deadline)
         return GMP_ETIMEDOUT;
-    struct fdwait fw = {.pd = pd, .s = s, .modes = modes,
+    struct fdwait fw = {.pd = pd, .s = s, .modes = modes, .seq = seq,
                         .deadline = deadline};
     gmp__wctx_init(&fw.w);
     if (fw.w.gp) {
@@ -594,7 +600,7 @@ int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd)
         err = -errno;               /* EINTR: Linux closed it anyway */
     gmp__spin_lock(&pd->lock);
     pd->registered = pd->pollable = pd->sock = false;
-    pd->rready = pd->wready = pd->drained = false;
+    pd->drained = false;
     gmp__spin_unlock(&pd->lock);
     /* Release: the reset descriptor is seen by the next caller's acquire
      * in gmp__pd_enter. */

@@ -28,7 +28,9 @@ struct gmp__pd {
     bool registered;                /* in the epoll set (or not pollable) */
     bool pollable;                  /* epoll accepts it (not a file) */
     bool sock;                      /* a socket: writes use MSG_NOSIGNAL */
-    bool rready, wready;            /* an event came while nobody waited */
+    /* Events seen per direction (PD_SEQ packs both). Written under lock;
+     * read without it by callers about to try a system call. */
+    _Atomic uint32_t rseq, wseq;
     bool drained;                   /* refs reached 0 with no closer yet */
     struct fdwait *rq, *wq;         /* parked readers, writers */
     struct gmp__wctx *closer;       /* gmp_close waiting for refs to drain */
@@ -64,11 +66,22 @@ enum { PD_R = 1, PD_W = 2 };
 GMP_HIDDEN int gmp__pd_enter(struct schedt *s, int fd, struct gmp__pd **out);
 /* Ends a call started by gmp__pd_enter. */
 GMP_HIDDEN void gmp__pd_exit(struct gmp__pd *pd);
+/* The descriptor's event counts, taken before each try of a system call
+ * and handed to gmp__pd_wait after it failed with EAGAIN. Acquire: pairs
+ * with the poller's release, so a count that includes an event comes with
+ * the fd state that event reported. */
+static inline uint64_t gmp__pd_seq(struct gmp__pd *pd)
+{
+    return (uint64_t)atomic_load_explicit(&pd->rseq, memory_order_acquire)
+               << 32 |
+           atomic_load_explicit(&pd->wseq, memory_order_acquire);
+}
 /* Parks (or sleeps a thread) until pd is ready for one of modes: 0 (try
  * the call again), GMP_EBADF (closed meanwhile), GMP_ETIMEDOUT (deadline
- * passed; 0: none), GMP_ENOMEM. */
+ * passed; 0: none), GMP_ENOMEM. seq is gmp__pd_seq from before the try
+ * that failed: an event of modes since then returns 0 at once. */
 GMP_HIDDEN int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
-                            int64_t deadline);
+                            uint64_t seq, int64_t deadline);
 /* gmp_close's work on an entered pd: wakes every waiter with GMP_EBADF,
  * waits for the other calls to leave, drops the fd from the epoll set,
  * closes it and resets pd. Ends the caller's own call. */

@@ -619,6 +619,67 @@ static void test_netpoll_concurrent_readers_share_bytes(void **state)
     assert_quiet();
 }
 
+/* Readers that got EAGAIN at the same moment and have not parked yet
+ * when the fd's only event (here: the writer's close) comes: the event
+ * finds nobody parked, and each of them must still notice it. Many small
+ * rounds, each ending in one such event. */
+#define EOF_READERS 5
+#define EOF_ROUNDS  (H_SLOW ? 60 : 400)
+
+static struct {
+    int rfd, wfd;
+    _Atomic int64_t got, done, bad;
+} ev1;
+
+static void eof_reader(void *arg)
+{
+    (void)arg;
+    char c;
+    ssize_t n;
+    while ((n = gmp_read(ev1.rfd, &c, 1)) == 1)
+        atomic_fetch_add(&ev1.got, 1);
+    if (n != 0)
+        atomic_fetch_add(&ev1.bad, 1);
+    atomic_fetch_add(&ev1.done, 1);
+}
+
+static void eof_writer(void *arg)
+{
+    int bytes = (int)(intptr_t)arg;
+    for (int i = 0; i < bytes; i++) {
+        G_CHECK(gmp_write(ev1.wfd, "x", 1) == 1);
+        gmp_yield();
+    }
+    G_CHECK(gmp_close(ev1.wfd) == 0);
+    atomic_fetch_add(&ev1.done, 1);
+}
+
+static void test_netpoll_every_reader_sees_the_last_event(void **state)
+{
+    bad_reset();
+    for (int round = 0; round < EOF_ROUNDS; round++) {
+        int fd[2];
+        struct runner r[EOF_READERS];
+        mkstream(round & 1, fd);
+        ev1.rfd = fd[0];
+        ev1.wfd = fd[1];
+        atomic_store(&ev1.got, 0);
+        atomic_store(&ev1.done, 0);
+        atomic_store(&ev1.bad, 0);
+        for (int i = 0; i < EOF_READERS; i++)
+            run_as(&r[i], i == 0 && round % 4 < 2, eof_reader, NULL);
+        int bytes = round % 3;
+        assert_int_equal(gmp_go(eof_writer, (void *)(intptr_t)bytes), 0);
+        assert_int_equal(h_wait(&ev1.done, EOF_READERS + 1), 0);
+        for (int i = 0; i < EOF_READERS; i++)
+            run_join(&r[i]);
+        assert_int_equal(atomic_load(&ev1.bad), 0);
+        assert_int_equal(atomic_load(&ev1.got), bytes);
+        assert_int_equal(gmp_close(fd[0]), 0);
+    }
+    assert_quiet();
+}
+
 #define TURN_WRITERS 4
 #define TURN_BLOCKS  6
 #define TURN_BLOCK   20000          /* > PIPE_BUF: the kernel may split it */
@@ -1484,6 +1545,7 @@ int main(void)
         cmocka_unit_test(test_netpoll_many_streams_at_once),
         cmocka_unit_test(test_netpoll_large_write_returns_full_length),
         cmocka_unit_test(test_netpoll_concurrent_readers_share_bytes),
+        cmocka_unit_test(test_netpoll_every_reader_sees_the_last_event),
         cmocka_unit_test(test_netpoll_concurrent_writers_take_turns),
         cmocka_unit_test(test_netpoll_close_wakes_parked_with_ebadf),
         cmocka_unit_test(test_netpoll_fd_wait_timeouts_and_readiness),
