@@ -1163,6 +1163,62 @@ out:
     atomic_fetch_add(&tcp.clients_done, 1);
 }
 
+/* Several acceptors (goroutines and a plain thread) on one listener,
+ * parked or about to park, while a burst of connections arrives: every
+ * connection is accepted, each by exactly one of them. Acceptors that got
+ * EAGAIN together race the burst's events as the readers above race an
+ * EOF. */
+#define ACC_N      4
+#define ACC_ROUNDS (H_SLOW ? 40 : 300)
+
+static struct {
+    int lfd;
+    _Atomic int64_t accepted, done;
+} acc;
+
+static void acc_one(void *arg)
+{
+    (void)arg;
+    int fd = gmp_accept(acc.lfd, NULL, NULL);
+    G_CHECK(fd >= 0);
+    if (fd >= 0) {
+        atomic_fetch_add(&acc.accepted, 1);
+        G_CHECK(gmp_close(fd) == 0);
+    }
+    atomic_fetch_add(&acc.done, 1);
+}
+
+static void test_netpoll_acceptors_share_a_burst(void **state)
+{
+    bad_reset();
+    struct sockaddr_in sa;
+    acc.lfd = mklistener(&sa);
+    for (int round = 0; round < ACC_ROUNDS; round++) {
+        struct runner r[ACC_N];
+        int c[ACC_N];
+        atomic_store(&acc.accepted, 0);
+        atomic_store(&acc.done, 0);
+        for (int i = 0; i < ACC_N; i++)
+            run_as(&r[i], i == 0 && round % 4 < 2, acc_one, NULL);
+        /* Plain blocking connects: the kernel completes them from the
+         * listen backlog, whoever accepts. */
+        for (int i = 0; i < ACC_N; i++) {
+            c[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            assert_true(c[i] >= 0);
+            assert_int_equal(connect(c[i], (struct sockaddr *)&sa,
+                                     sizeof sa), 0);
+        }
+        assert_int_equal(h_wait(&acc.done, ACC_N), 0);
+        for (int i = 0; i < ACC_N; i++) {
+            run_join(&r[i]);
+            close(c[i]);
+        }
+        assert_int_equal(atomic_load(&acc.accepted), ACC_N);
+    }
+    assert_int_equal(gmp_close(acc.lfd), 0);
+    assert_quiet();
+}
+
 /* A server goroutine parks in gmp_accept before any client exists;
  * clients (goroutines and plain threads) connect, each echoes a few
  * hundred messages of odd lengths, half-closes and sees EOF; the server's
@@ -1551,6 +1607,7 @@ int main(void)
         cmocka_unit_test(test_netpoll_fd_wait_timeouts_and_readiness),
         cmocka_unit_test(test_netpoll_fd_wait_woken_by_readiness),
         cmocka_unit_test(test_netpoll_tcp_echo_round_trips),
+        cmocka_unit_test(test_netpoll_acceptors_share_a_burst),
         cmocka_unit_test(test_netpoll_connect_refused),
         cmocka_unit_test(test_netpoll_thread_blocks_until_goroutine_writes),
         cmocka_unit_test(test_netpoll_regular_files_and_dev_null),
