@@ -78,15 +78,9 @@ static bool runqputslow(struct schedt *s, struct p *pp, struct g *gp,
      * served first; Gs that never ran, to the FIFO (see the file
      * comment). Each keeps the ring's order. */
     struct gmp__gqueue part[2] = {{0}};
-    for (uint32_t i = 0; i <= n; i++) {
-        struct gmp__gqueue *q = &part[batch[i]->stk ? GQ_SPILLED : GQ_FIFO];
-        if (q->tail)
-            q->tail->schedlink = batch[i];
-        else
-            q->head = batch[i];
-        q->tail = batch[i];
-        q->n++;
-    }
+    for (uint32_t i = 0; i <= n; i++)
+        gq_append(&part[batch[i]->stk ? GQ_SPILLED : GQ_FIFO], batch[i],
+                  batch[i], 1);
     gmp__lock(&s->lock);
     for (int k = 0; k < 2; k++)
         if (part[k].n)
