@@ -99,6 +99,18 @@ static bool advise_all(struct schedt *s, struct iovec *iov, int n, int advice)
 #endif
 }
 
+/* Moves stacks from the list *from to pp's cache until it is half full. */
+static void pcache_fill(struct p *pp, struct gstack **from)
+{
+    while (*from && pp->nsfree < PCACHE_MAX / 2) {
+        struct gstack *x = *from;
+        *from = x->next;
+        x->next = pp->sfree;
+        pp->sfree = x;
+        pp->nsfree++;
+    }
+}
+
 /* Installs the guard below the slot at base, in the mode chosen when the
  * first chunk was mapped. Context: no lock held: it is a system call. */
 static bool guard_install(struct schedt *s, char *base)
@@ -201,13 +213,7 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
     struct gstack *mine = head;
     if (mine)
         head = mine->next;
-    while (head && pp->nsfree < PCACHE_MAX / 2) {
-        struct gstack *x = head;
-        head = x->next;
-        x->next = pp->sfree;
-        pp->sfree = x;
-        pp->nsfree++;
-    }
+    pcache_fill(pp, &head);
     gmp__lock(&s->stacklock);
     c->next = s->chunks;
     s->chunks = c;
@@ -231,14 +237,7 @@ struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp)
         return st;
     }
     gmp__lock(&s->stacklock);
-    /* Refill half the local cache from the global list. */
-    while (s->sfree && pp->nsfree < PCACHE_MAX / 2) {
-        struct gstack *x = s->sfree;
-        s->sfree = x->next;
-        x->next = pp->sfree;
-        pp->sfree = x;
-        pp->nsfree++;
-    }
+    pcache_fill(pp, &s->sfree);     /* half the local cache, from global */
     st = pp->sfree;
     if (st) {
         pp->sfree = st->next;
