@@ -83,6 +83,8 @@ static _Noreturn void report(struct schedt *s)
 
 void gmp__checkdead(struct schedt *s)
 {
+    if (s->nmidle + s->nmidlelocked != s->mcount)
+        return;                     /* an M runs: it may wake the rest */
     /* Relaxed, all: under sched.lock, with every M asleep. */
     s->deadcheck_retry = false;
     if (!s->main_mode || atomic_load_explicit(&s->exiting,

@@ -421,6 +421,9 @@ GMP_HIDDEN int gmp__sigquit_install(void);
 GMP_HIDDEN void gmp__sigquit_restore(void);
 
 /* ---- deadlock.c --------------------------------------------------------- */
+/* When every M is idle (nmidle + nmidlelocked == mcount) and nothing can
+ * wake a goroutine, reports the deadlock and aborts; else nothing.
+ * Context: holds sched.lock. */
 GMP_HIDDEN void gmp__checkdead(struct schedt *s);
 
 /* ---- sysmon.c ----------------------------------------------------------- */

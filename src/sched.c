@@ -290,8 +290,7 @@ static void stopm(struct schedt *s, struct m *mp)
     mp->schedlink = s->midle;
     s->midle = mp;
     s->nmidle++;
-    if (s->nmidle + s->nmidlelocked == s->mcount)
-        gmp__checkdead(s);          /* nobody runs: can anything wake? */
+    gmp__checkdead(s);              /* if nobody runs: can anything wake? */
     gmp__unlock(&s->lock);
     gmp__notesleep(&mp->park);
     gmp__noteclear(&mp->park);
@@ -358,8 +357,7 @@ static struct g *stoplockedm(struct schedt *s, struct m *mp, bool *inherit)
     if (!mp->nextp) {               /* else startlockedm already woke us */
         mp->lockedpark = true;
         s->nmidlelocked++;
-        if (s->nmidle + s->nmidlelocked == s->mcount)
-            gmp__checkdead(s);
+        gmp__checkdead(s);
     }
     gmp__unlock(&s->lock);
     gmp__notesleep(&mp->park);

@@ -148,13 +148,12 @@ static void *sysmon_loop(struct schedt *s)
                 bool woken = true;
                 /* With schedtrace on, wake for each report (as Go's
                  * sysmon, which then never sleeps deeply). */
-                int64_t cap = (int64_t)s->schedtrace_ms * 1000000;
-                if (recheck || cap > 0)
-                    woken = gmp__notetsleep(
-                        &s->sysmon_note,
-                        cap > 0 && (!recheck || cap < DEADCHECK_RETRY_NS)
-                            ? cap
-                            : DEADCHECK_RETRY_NS);
+                int64_t wait = recheck ? DEADCHECK_RETRY_NS : 0;
+                int64_t trace = (int64_t)s->schedtrace_ms * 1000000;
+                if (trace > 0 && (wait == 0 || trace < wait))
+                    wait = trace;
+                if (wait > 0)
+                    woken = gmp__notetsleep(&s->sysmon_note, wait);
                 else
                     gmp__notesleep(&s->sysmon_note);
                 gmp__lock(&s->lock);
@@ -162,8 +161,7 @@ static void *sysmon_loop(struct schedt *s)
                 /* The deadlock check was undecided (another thread was
                  * alive, deadlock.c): that thread may have exited since
                  * without touching the runtime, so look again. */
-                if (!woken && recheck &&
-                    s->nmidle + s->nmidlelocked == s->mcount)
+                if (!woken && recheck)
                     gmp__checkdead(s);
             }
             gmp__noteclear(&s->sysmon_note);
