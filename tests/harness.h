@@ -334,6 +334,22 @@ static H_UNUSED int h_fork(void (*fn)(void *), void *arg, struct h_child *res)
     return 0;
 }
 
+/* Asserts that the child h_fork ran exited with status code (not killed,
+ * not timed out); otherwise prints what it wrote first. procs: for the
+ * message. */
+static H_UNUSED void h_child_exited(const struct h_child *res, int code,
+                                    int procs)
+{
+    if (res->timed_out || !WIFEXITED(res->status) ||
+        WEXITSTATUS(res->status) != code)
+        print_error("procs=%d: child status %#x (timed out %d)\n"
+                    "stdout:\n%s\nstderr:\n%s\n", procs, res->status,
+                    (int)res->timed_out, res->out, res->err);
+    assert_false(res->timed_out);
+    assert_true(WIFEXITED(res->status));
+    assert_int_equal(WEXITSTATUS(res->status), code);
+}
+
 /* True when text holds line as a whole line (at its start or after a
  * newline, and followed by a newline). */
 static H_UNUSED bool h_has_line(const char *text, const char *line)
@@ -715,13 +731,7 @@ static H_UNUSED void expect_clean_with(void (*fn)(void *), void (*before)(void),
     struct dl_case c = {fn, before, procs};
     struct h_child res;
     assert_int_equal(h_fork(dl_child, &c, &res), 0);
-    if (res.timed_out || !WIFEXITED(res.status) || WEXITSTATUS(res.status))
-        print_error("procs=%d: child status %#x (timed out %d)\n"
-                    "stdout:\n%s\nstderr:\n%s\n", procs, res.status,
-                    (int)res.timed_out, res.out, res.err);
-    assert_false(res.timed_out);
-    assert_true(WIFEXITED(res.status));
-    assert_int_equal(WEXITSTATUS(res.status), 0);
+    h_child_exited(&res, 0, procs);
     assert_null(strstr(res.err, "fatal error"));
     assert_true(h_has_line(res.out, "ok"));
     assert_true(h_has_line(res.out, "gmp_main returned 0"));

@@ -903,15 +903,7 @@ static void test_lock_runtime_freed_after_locked_stragglers(void **state)
         struct h_child res;
         assert_int_equal(h_fork(twice_child, (void *)(intptr_t)procs, &res),
                          0);
-        if (res.timed_out || !WIFEXITED(res.status) ||
-            WEXITSTATUS(res.status) != 0 ||
-            !h_has_line(res.out, "returned 0 0"))
-            print_error("procs=%d: status %#x (timed out %d)\nstdout:\n%s\n"
-                        "stderr:\n%s\n", procs, res.status,
-                        (int)res.timed_out, res.out, res.err);
-        assert_false(res.timed_out);
-        assert_true(WIFEXITED(res.status));
-        assert_int_equal(WEXITSTATUS(res.status), 0);
+        h_child_exited(&res, 0, procs);
         assert_true(h_has_line(res.out, "second ok"));
         assert_true(h_has_line(res.out, "returned 0 0"));
     }

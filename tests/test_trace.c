@@ -406,9 +406,7 @@ static void test_schedtrace_lines_parse(void **state)
         struct trace_case c = {"schedtrace=5", procs};
         struct h_child res;
         assert_int_equal(h_fork(trace_child, &c, &res), 0);
-        if (!WIFEXITED(res.status) || WEXITSTATUS(res.status) != 0)
-            print_error("status %#x, stderr:\n%s\n", res.status, res.err);
-        assert_true(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+        h_child_exited(&res, 0, procs);
         int lines = 0;
         long last = -1;
         for (const char *p = res.err; (p = strstr(p, "SCHED ")) != NULL;
@@ -434,9 +432,7 @@ static void test_scheddetail_lists_ps_and_a_parked_goroutine(void **state)
         struct trace_case c = {"schedtrace=5,scheddetail=1", procs};
         struct h_child res;
         assert_int_equal(h_fork(trace_child, &c, &res), 0);
-        if (!WIFEXITED(res.status) || WEXITSTATUS(res.status) != 0)
-            print_error("status %#x, stderr:\n%s\n", res.status, res.err);
-        assert_true(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 0);
+        h_child_exited(&res, 0, procs);
         unsigned long long id = 0;
         assert_int_equal(sscanf(res.out, "parked %llu", &id), 1);
         char gline[96];
@@ -510,9 +506,7 @@ static void test_sigquit_dumps_and_exits_2(void **state)
     (void)state;
     struct h_child res;
     assert_int_equal(h_fork(quit_child, NULL, &res), 0);
-    if (!WIFEXITED(res.status) || WEXITSTATUS(res.status) != 2)
-        print_error("status %#x, stderr:\n%s\n", res.status, res.err);
-    assert_true(WIFEXITED(res.status) && WEXITSTATUS(res.status) == 2);
+    h_child_exited(&res, 2, 2);
     unsigned long long id = 0;
     assert_int_equal(sscanf(res.out, "parked %llu", &id), 1);
     /* main raised SIGQUIT once the receiver was parked. */
