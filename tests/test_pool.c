@@ -118,34 +118,35 @@ static void fill_gated(gmp_pool_t *p, int n)
     assert_int_equal(h_wait(&started, base + n), 0);
 }
 
+/* A pool count to wait for: count(p) == n. */
 struct waitn {
+    size_t (*count)(gmp_pool_t *);
     gmp_pool_t *p;
     size_t n;
 };
 
-static bool waiting_is(void *arg)
+static bool count_is(void *arg)
 {
     struct waitn *w = arg;
-    return gmp__pool_waiting(w->p) == w->n;
+    return w->count(w->p) == w->n;
+}
+
+static size_t running_of(gmp_pool_t *p)
+{
+    return gmp_pool_running(p);
 }
 
 /* Waits until exactly n submitters are parked at capacity. */
 static int wait_waiting(gmp_pool_t *p, size_t n)
 {
-    struct waitn w = {p, n};
-    return h_wait_until(waiting_is, &w, "submitters waiting at capacity");
-}
-
-static bool running_is(void *arg)
-{
-    struct waitn *w = arg;
-    return gmp_pool_running(w->p) == w->n;
+    struct waitn w = {gmp__pool_waiting, p, n};
+    return h_wait_until(count_is, &w, "submitters waiting at capacity");
 }
 
 static int wait_running(gmp_pool_t *p, size_t n)
 {
-    struct waitn w = {p, n};
-    return h_wait_until(running_is, &w, "gmp_pool_running");
+    struct waitn w = {running_of, p, n};
+    return h_wait_until(count_is, &w, "gmp_pool_running");
 }
 
 static int64_t goroutines_want;
