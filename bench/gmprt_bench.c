@@ -678,47 +678,45 @@ static void emit_work(int64_t el, int64_t rss0)
     emit(WORK_TASKS, (double)(hwm - rss0), "KiB");
 }
 
-static void bench_pool(void *arg)
+/* pool (through a pool of POOL_WORKERS) or spawnwork (one goroutine per
+ * task): the same tasks, timed from the first submit to the last done. */
+static void bench_work(int pooled)
 {
-    (void)arg;
     int64_t rss0 = status_kib("VmRSS");
     if (rss0 < 0) {
         fail("cannot read /proc/self/status");
         return;
     }
-    gmp_pool_t *pool = gmp_pool_new(POOL_WORKERS, NULL);
-    if (!pool) {
+    gmp_pool_t *pool = NULL;
+    if (pooled && !(pool = gmp_pool_new(POOL_WORKERS, NULL))) {
         fail("gmp_pool_new failed");
         return;
     }
     gmp_wg_add(&wg, WORK_TASKS);
     int64_t t0 = gmp_nanotime();
-    for (uintptr_t i = 0; i < WORK_TASKS; i++)
-        if (gmp_pool_submit(pool, work_task, (void *)i) != 0)
-            die("gmp_pool_submit failed");
+    for (uintptr_t i = 0; i < WORK_TASKS; i++) {
+        int rc = pool ? gmp_pool_submit(pool, work_task, (void *)i)
+                      : gmp_go(work_task, (void *)i);
+        if (rc != 0)
+            die(pool ? "gmp_pool_submit failed" : "gmp_go failed");
+    }
     gmp_wg_wait(&wg);
     int64_t el = gmp_nanotime() - t0;
-    if (gmp_pool_release(pool) != 0)
+    if (pool && gmp_pool_release(pool) != 0)
         die("gmp_pool_release failed");
     emit_work(el, rss0);
+}
+
+static void bench_pool(void *arg)
+{
+    (void)arg;
+    bench_work(1);
 }
 
 static void bench_spawnwork(void *arg)
 {
     (void)arg;
-    int64_t rss0 = status_kib("VmRSS");
-    if (rss0 < 0) {
-        fail("cannot read /proc/self/status");
-        return;
-    }
-    gmp_wg_add(&wg, WORK_TASKS);
-    int64_t t0 = gmp_nanotime();
-    for (uintptr_t i = 0; i < WORK_TASKS; i++)
-        if (gmp_go(work_task, (void *)i) != 0)
-            die("gmp_go failed");
-    gmp_wg_wait(&wg);
-    int64_t el = gmp_nanotime() - t0;
-    emit_work(el, rss0);
+    bench_work(0);
 }
 
 /* ---- echo: a TCP echo server for the external load client ----------------- */
