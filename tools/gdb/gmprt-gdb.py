@@ -109,6 +109,17 @@ def _gstatus():
     return words, names
 
 
+def _runtime():
+    """(schedt *, words, names) for a command, or None once it has printed
+    why there is no runtime to look at."""
+    try:
+        s = _sched()
+    except _NoRuntime as e:
+        print(e)
+        return None
+    return (s,) + _gstatus()
+
+
 def _waitreasons():
     """gmp__waitreason_names as a Python list of strings."""
     try:
@@ -291,12 +302,10 @@ on the selected thread."""
                                              gdb.COMPLETE_NONE)
 
     def invoke(self, arg, from_tty):
-        try:
-            s = _sched()
-        except _NoRuntime as e:
-            print(e)
+        rt = _runtime()
+        if rt is None:
             return
-        words, names = _gstatus()
+        s, words, names = rt
         reasons = _waitreasons()
         ms = _ms(s)
         cur = _thread_g(s, gdb.selected_thread(), ms)
@@ -436,12 +445,10 @@ put back); one running is shown on its thread."""
         if len(parts) < 2:
             raise gdb.GdbError("usage: goroutine <id|all> <gdb command>")
         which, cmd = parts
-        try:
-            s = _sched()
-        except _NoRuntime as e:
-            print(e)
+        rt = _runtime()
+        if rt is None:
             return
-        words, names = _gstatus()
+        s, words, names = rt
         if which == "all":
             for g in _livegs(s, names):
                 print("\ngoroutine %d [%s]:" % (g.goid, self._state(g, words,
