@@ -22,6 +22,22 @@
  * spinner. A spinning M that finds work stops spinning and calls wakep()
  * again: if there may be more work, another M takes up the search.
  *
+ * Two holes in that rule, which Go leaves to preemption to paper over (a
+ * goroutine stranded behind one that never yields waits for sysmon), and
+ * which gmprt closes so that the rule holds without it:
+ *   - An M that skipped the search because of the cap idles its P without
+ *     the re-check: the spinner it counted on may find other work, stop
+ *     spinning, and, in its wakep(), see no idle P yet, while the
+ *     submitter, earlier still, also saw none. So every M that idles a P
+ *     re-checks after a full barrier (pidleput is its store); a
+ *     non-spinning one acts only when nmspinning is 0, since a spinner
+ *     still counted will do its own re-check after ours.
+ *   - wakep()'s token may be spent by a startm that finds no idle P: an M
+ *     idling a P meanwhile saw the token and trusted it, and the
+ *     submitter that saw it too went away. So a wakep() whose start finds
+ *     no P gives the token back, issues a full barrier, and tries again
+ *     while a P is idle and work is visible.
+ *
  * Alternatives rejected: waking an M on every submission (a futex syscall
  * per gmp_go); a condition variable per P (a lock on every put).
  *
@@ -156,17 +172,36 @@ static void *mstart(void *arg)
     return NULL;
 }
 
+/* Whether any run queue (a P's ring or runnext, or the global queue) has
+ * a G. A hint, read after the caller's full barrier. Context: any. */
+static bool work_visible(struct schedt *s)
+{
+    /* Relaxed: ordered by the caller's barrier (see the essay above). */
+    if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0)
+        return true;
+    for (int i = 0; i < s->procs; i++)
+        if (!gmp__runqempty(&s->allp[i]))
+            return true;
+    return false;
+}
+
+enum startm_result { STARTM_OK, STARTM_NO_P, STARTM_FAILED };
+
 /* Starts an M, parked or new, to run pp (an idle P when pp is NULL). When
  * spinning, the caller already counted the M in nmspinning; a start that
  * finds no P or no thread undoes that. Context: any, no locks held. */
-static void startm(struct schedt *s, struct p *pp, bool spinning)
+static enum startm_result startm(struct schedt *s, struct p *pp,
+                                 bool spinning)
 {
+    enum startm_result res = STARTM_FAILED;
     gmp__lock(&s->lock);
     /* Relaxed: see struct schedt. */
     if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
         goto fail_locked;
-    if (!pp && !(pp = pidleget(s)))
+    if (!pp && !(pp = pidleget(s))) {
+        res = STARTM_NO_P;
         goto fail_locked;
+    }
     struct m *mp = s->midle;
     if (mp) {
         s->midle = mp->schedlink;
@@ -175,7 +210,7 @@ static void startm(struct schedt *s, struct p *pp, bool spinning)
         mp->spinning = spinning;
         mp->nextp = pp;
         gmp__notewakeup(&mp->park);   /* release: publishes nextp */
-        return;
+        return STARTM_OK;
     }
     if (s->mcount >= s->maxmcount || !(mp = gmp__alloc(sizeof *mp))) {
         pidleput(s, pp);
@@ -197,14 +232,16 @@ static void startm(struct schedt *s, struct p *pp, bool spinning)
         goto fail_locked;
     }
     gmp__unlock(&s->lock);
-    return;
+    return STARTM_OK;
 
 fail_locked:
     gmp__unlock(&s->lock);
     if (spinning)
-        /* Relaxed: nobody spins for this start; a later wakep() re-reads
-         * the count after its own barrier. */
+        /* Relaxed: nobody spins for this start; wakep's barrier orders it
+         * before its re-check, and a later wakep() re-reads the count
+         * after its own barrier. */
         atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
+    return res;
 }
 
 /* Tries to start a spinning M if a P is idle and nobody is spinning. The
@@ -214,18 +251,26 @@ fail_locked:
  * gmp__globrunqput_wake instead. Context: any. */
 void gmp__wakep(struct schedt *s)
 {
-    /* Relaxed loads, ordered after the caller's full barrier. */
-    if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0)
-        return;
-    int32_t zero = 0;
-    /* Relaxed CAS: it only elects one waker (at most one M starts
-     * spinning per wakep); startm hands over the P under sched.lock. */
-    if (atomic_load_explicit(&s->nmspinning, memory_order_relaxed) != 0 ||
-        !atomic_compare_exchange_strong_explicit(&s->nmspinning, &zero, 1,
-                                                 memory_order_relaxed,
-                                                 memory_order_relaxed))
-        return;
-    startm(s, NULL, true);
+    for (;;) {
+        /* Relaxed loads, ordered after the caller's full barrier (or
+         * ours, below). */
+        if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0)
+            return;
+        int32_t zero = 0;
+        /* Relaxed CAS: it only elects one waker (at most one M starts
+         * spinning per wakep); startm hands over the P under sched.lock. */
+        if (atomic_load_explicit(&s->nmspinning, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong_explicit(&s->nmspinning, &zero, 1,
+                                                     memory_order_relaxed,
+                                                     memory_order_relaxed))
+            return;
+        if (startm(s, NULL, true) != STARTM_NO_P)
+            return;
+        /* Our token was spent on nothing (see the essay): look again. */
+        gmp__storeload_fence();
+        if (!work_visible(s))
+            return;
+    }
 }
 
 /* Queues gp on the global queue from a thread that holds no P (a foreign
@@ -502,32 +547,36 @@ top:
     pidleput(s, pp);
     gmp__unlock(&s->lock);
 
-    if (mp->spinning) {
+    /* Re-check every queue after a full barrier. Pairs with the barrier
+     * before wakep(): we see the submitter's work, or it sees our idle P
+     * and nmspinning == 0 and wakes an M. A spinning M leaves spinning
+     * first, and always looks (the count may hold a token that was never
+     * an M); a non-spinning one only when no spinner is left to look
+     * after us (see the essay). */
+    bool spinning = mp->spinning;
+    if (spinning) {
         mp->spinning = false;
-        /* Leave spinning: decrement, full barrier, re-check every queue.
-         * Pairs with the barrier before wakep(): we see the submitter's
-         * work, or it sees nmspinning == 0 and wakes an M. Relaxed: the
-         * barrier right after orders it. */
+        /* Relaxed: the barrier right after orders it. */
         atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
-        gmp__storeload_fence();
-        bool work = atomic_load_explicit(&s->runqsize,
-                                         memory_order_relaxed) != 0;
-        for (int i = 0; i < s->procs && !work; i++)
-            work = !gmp__runqempty(&s->allp[i]);
-        if (work) {
-            gmp__lock(&s->lock);
-            pp = pidleget(s);
-            gmp__unlock(&s->lock);
-            if (pp) {
-                acquirep(mp, pp);
-                mp->spinning = true;
-                /* Relaxed: as when we started spinning. */
-                atomic_fetch_add_explicit(&s->nmspinning, 1,
-                                          memory_order_relaxed);
-                goto top;
-            }
-            /* No idle P: every P is busy, and its M will find the work. */
+    }
+    gmp__storeload_fence();
+    /* Relaxed: ordered by the barrier. */
+    if ((spinning ||
+         atomic_load_explicit(&s->nmspinning, memory_order_relaxed) == 0) &&
+        work_visible(s)) {
+        gmp__lock(&s->lock);
+        pp = pidleget(s);
+        gmp__unlock(&s->lock);
+        if (pp) {
+            acquirep(mp, pp);
+            mp->spinning = true;
+            /* Relaxed: as when we started spinning. */
+            atomic_fetch_add_explicit(&s->nmspinning, 1,
+                                      memory_order_relaxed);
+            goto top;
         }
+        /* No idle P: all are busy, and whoever took ours re-checks
+         * when it idles it again. */
     }
 
     /* Block in the poller until an fd is ready or the earliest timer is
@@ -963,6 +1012,13 @@ static void handoffp(struct schedt *s, struct p *pp)
     }
     pidleput(s, pp);                /* already P_IDLE, by sysmon's CAS */
     gmp__unlock(&s->lock);
+    /* As findrunnable after idling a P: work published by a submitter that
+     * saw no P idle yet must not wait for its own P's M. Relaxed: ordered
+     * by the barrier. */
+    gmp__storeload_fence();
+    if (atomic_load_explicit(&s->nmspinning, memory_order_relaxed) == 0 &&
+        work_visible(s))
+        gmp__wakep(s);
 }
 
 /* A G leaving a system call whose P was taken: takes an idle P for mp if
