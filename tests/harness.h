@@ -213,22 +213,29 @@ struct h_env {
     int procs;              /* Ps of the runtime the group started */
 };
 
-static H_UNUSED int h_up(void **state, int procs)
+/* Starts the runtime a group runs on, as cfg says (cfg->procs nonzero). */
+static H_UNUSED int h_up_with(void **state, const gmp_config_t *cfg)
 {
     static struct h_env envs[5];
     static int next;
     struct h_env *env = &envs[next++ % 5];
+    int err = gmp_init(cfg);
+    if (err != 0) {
+        fprintf(stderr, "gmp_init(procs=%d): %s\n", cfg->procs,
+                gmp_strerror(err));
+        return -1;
+    }
+    env->procs = cfg->procs;
+    *state = env;
+    return 0;
+}
+
+static H_UNUSED int h_up(void **state, int procs)
+{
     gmp_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.procs = procs;
-    int err = gmp_init(&cfg);
-    if (err != 0) {
-        fprintf(stderr, "gmp_init(procs=%d): %s\n", procs, gmp_strerror(err));
-        return -1;
-    }
-    env->procs = procs;
-    *state = env;
-    return 0;
+    return h_up_with(state, &cfg);
 }
 
 static H_UNUSED int h_up_1(void **state) { return h_up(state, 1); }
