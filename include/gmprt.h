@@ -281,8 +281,7 @@ GMP_EXTERN void gmp_syscall_exit(void);
  * sanitizer runtime is linked statically (their code cannot be told apart
  * from the program's). On arm64 a goroutine is not preempted by signal
  * while SVE state beyond the SIMD registers is live (Linux drops it at
- * each system call). On arm64 it is opt-in for now: set
- * GMP_DEBUG=asyncpreemptoff=0. docs/design.md has the details. */
+ * each system call). docs/design.md has the details. */
 
 /* Marks the calling goroutine not preemptible (by the 10 ms mark or by
  * signal) until the matching gmp_preempt_enable; they nest. It still

@@ -43,15 +43,6 @@
 #define MAX_STACK       ((size_t)1 << 30)
 #define DEFAULT_THREADS 10000
 
-/* Preemption by signal is opt-in on arm64 (GMP_DEBUG=asyncpreemptoff=0)
- * until an intermittent fault is found: under qemu-user, about one run of
- * test_sched in four loses goroutines or crashes with it on, none with it
- * off; the preemption tests themselves pass. */
-#if defined(__aarch64__)
-#define ASYNC_PREEMPT_OFF_DEFAULT 1
-#else
-#define ASYNC_PREEMPT_OFF_DEFAULT 0
-#endif
 
 _Atomic(struct schedt *) gmp__sched;
 
@@ -136,8 +127,7 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     out->stack_size = (ss + page - 1) & ~(page - 1);
     out->max_threads = cfg->max_threads ? cfg->max_threads : DEFAULT_THREADS;
     out->async_preempt = !cfg->async_preempt_off &&
-                         debug_value("asyncpreemptoff",
-                                     ASYNC_PREEMPT_OFF_DEFAULT) == 0;
+                         debug_value("asyncpreemptoff", 0) == 0;
     out->dump_on_sigquit = cfg->dump_on_sigquit != 0;
     long trace = debug_value("schedtrace", 0);
     out->schedtrace_ms = trace > 0 && trace <= 3600000 ? (int)trace : 0;
