@@ -375,7 +375,8 @@ static void par_worker(void *arg)
         for (unsigned k = 0; atomic_load(&par.x) != want; k++) {
             if ((k & 1023) == 0 &&
                 (atomic_load(&par.failed) || gmp_nanotime() > par.deadline)) {
-                atomic_store(&par.failed, 1);
+                if (!atomic_exchange(&par.failed, 1))
+                    gmp_dump(stderr);   /* where the others are */
                 atomic_fetch_add(&par.done, 1);
                 return;
             }
