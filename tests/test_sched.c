@@ -608,17 +608,17 @@ int main(void)
     const struct CMUnitTest many[] = {
         COMMON,
     };
-    const struct CMUnitTest par[] = {
+    const struct CMUnitTest parallel[] = {
         cmocka_unit_test(test_sched_goroutines_run_in_parallel),
     };
     return cmocka_run_group_tests_name("sched procs=1", one, h_up_1, h_down)
          + cmocka_run_group_tests_name("sched procs=2", many, h_up_2, h_down)
          + cmocka_run_group_tests_name("sched procs=4", many, h_up_4, h_down)
          + cmocka_run_group_tests_name("sched procs=8", many, h_up_8, h_down)
-         + cmocka_run_group_tests_name("sched parallel procs=2", par,
+         + cmocka_run_group_tests_name("sched parallel procs=2", parallel,
                                        up_nopreempt_2, h_down)
-         + cmocka_run_group_tests_name("sched parallel procs=4", par,
+         + cmocka_run_group_tests_name("sched parallel procs=4", parallel,
                                        up_nopreempt_4, h_down)
-         + cmocka_run_group_tests_name("sched parallel procs=8", par,
+         + cmocka_run_group_tests_name("sched parallel procs=8", parallel,
                                        up_nopreempt_8, h_down);
 }
