@@ -219,6 +219,15 @@ static _Atomic unsigned char *once_flags;
 static _Atomic int64_t once_done;
 static gmp_pool_t *once_pool;
 
+/* How many of the n tasks that marked flags did not run exactly once. */
+static int64_t not_once(_Atomic unsigned char *flags, size_t n)
+{
+    int64_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += atomic_load(&flags[i]) != 1;
+    return bad;
+}
+
 static void once_task(void *arg)
 {
     atomic_fetch_add_explicit(&once_flags[(uintptr_t)arg], 1,
@@ -245,10 +254,7 @@ static void test_pool_runs_each_task_exactly_once(void **state)
     assert_int_equal(h_wait(&once_done, ONCE_N), 0);
     assert_int_equal(gmp_pool_release(once_pool), 0);
     ASSERT_NO_BAD();
-    int64_t bad = 0;
-    for (size_t i = 0; i < ONCE_N; i++)
-        bad += atomic_load(&once_flags[i]) != 1;
-    assert_int_equal(bad, 0);
+    assert_int_equal(not_once(once_flags, ONCE_N), 0);
     assert_int_equal(atomic_load(&once_done), ONCE_N);
     free((void *)once_flags);
     assert_int_equal(h_wait_quiet(), 0);
@@ -663,10 +669,7 @@ static void test_pool_submit_from_plain_threads(void **state)
     assert_int_equal(gmp_pool_release(thr_pool), 0);
     ASSERT_NO_BAD();
     assert_int_equal(atomic_load(&thr_done), THR_N * THR_PER);
-    int64_t bad = 0;
-    for (size_t i = 0; i < THR_N * THR_PER; i++)
-        bad += atomic_load(&thr_flags[i]) != 1;
-    assert_int_equal(bad, 0);
+    assert_int_equal(not_once(thr_flags, THR_N * THR_PER), 0);
     free((void *)thr_flags);
     assert_int_equal(h_wait_quiet(), 0);
 }
