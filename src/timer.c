@@ -8,10 +8,10 @@
  * on their waiters' stacks, a page apart, and comparing through the
  * pointers cost a cache and TLB miss per child (with 100,000 sleepers,
  * most of the time spent running timers). Now the comparisons read the
- * array alone. A timer that may be deleted is written when it moves (its
- * idx); one that cannot (nodel: a sleep) is never written by the heap, so
- * that running 100,000 sleeps costs one miss per timer, not one per level
- * of each sift. Go 1.23 goes further and keeps no index at all, deleting
+ * array alone. A timer is written when it moves (its idx, for deletion).
+ * A sleep has no timer: its slot holds the G, which running the slot
+ * readies, so 100,000 sleeps never touch their sleepers' stacks from the
+ * heap at all. Go 1.23 goes further and keeps no index at all, deleting
  * lazily; that needs the timer to outlive its heap slot, and ours live on
  * their waiters' stacks.
  *
@@ -29,19 +29,21 @@
 #include "netpoll.h"
 #include "park.h"
 
-/* A slot's timer, and whether it is tracked (its idx kept up to date so
- * that it can be deleted): the low bit of the slot's word. */
-#define TRACKED ((uintptr_t)1)
+/* A slot's word is a timer, or, for a sleep, the sleeping G itself,
+ * marked by the low bit. A sleep needs no timer record: running it
+ * readies the G, so the heap never reads the sleeper's stack (a page
+ * that has gone cold while it slept). */
+#define SLEEPER ((uintptr_t)1)
 
 static struct gmp__timer *slot_timer(struct gmp__tslot x)
 {
-    return (struct gmp__timer *)(x.t & ~TRACKED);
+    return (struct gmp__timer *)x.t;
 }
 
 static void heap_set(struct gmp__tslot *h, int32_t i, struct gmp__tslot x)
 {
     h[i] = x;
-    if (x.t & TRACKED)
+    if (!(x.t & SLEEPER))
         slot_timer(x)->idx = i;
 }
 
@@ -79,20 +81,19 @@ static void siftdown(struct gmp__tslot *h, int32_t n, int32_t i)
     heap_set(h, i, x);
 }
 
-/* Removes slot i and returns its timer. Context: holds pp's timer lock. */
-static struct gmp__timer *heap_remove(struct p *pp, int32_t i)
+/* Removes slot i and returns it. Context: holds pp's timer lock. */
+static struct gmp__tslot heap_remove(struct p *pp, int32_t i)
 {
-    struct gmp__tslot *h = pp->timers;
-    struct gmp__timer *t = slot_timer(h[i]);
-    if (h[i].t & TRACKED)
-        t->idx = -1;
+    struct gmp__tslot *h = pp->timers, x = h[i];
+    if (!(x.t & SLEEPER))
+        slot_timer(x)->idx = -1;
     int32_t last = --pp->ntimers;
     if (i != last) {
         heap_set(h, i, h[last]);
         siftdown(h, last, i);
         siftup(h, i);
     }
-    return t;
+    return x;
 }
 
 /* Relaxed store: see the file comment. Context: holds pp's timer lock. */
@@ -128,22 +129,27 @@ bool gmp__timer_reserve(struct p *pp)
     return ok;
 }
 
+/* Adds slot x; returns whether it is now pp's earliest. */
+static bool heap_add(struct p *pp, struct gmp__tslot x)
+{
+    gmp__lock(&pp->timerlock);
+    if (!grow(pp))                  /* reserved: cannot fail */
+        gmp__throw("timer heap: no room after gmp__timer_reserve");
+    int32_t i = pp->ntimers++;
+    pp->timers[i] = x;
+    bool first = siftup(pp->timers, i) == 0;
+    publish_first(pp);
+    gmp__unlock(&pp->timerlock);
+    return first;
+}
+
 bool gmp__timer_add(struct p *pp, struct gmp__timer *t)
 {
     /* 0 means "no timer" in timer0when: a when of 0 is long past anyway. */
     if (t->when <= 0)
         t->when = 1;
-    gmp__lock(&pp->timerlock);
-    if (!grow(pp))                  /* reserved: cannot fail */
-        gmp__throw("timer heap: no room after gmp__timer_reserve");
     t->pp = pp;
-    int32_t i = pp->ntimers++;
-    pp->timers[i] = (struct gmp__tslot){
-        t->when, (uintptr_t)t | (t->nodel ? 0 : TRACKED)};
-    bool first = siftup(pp->timers, i) == 0;
-    publish_first(pp);
-    gmp__unlock(&pp->timerlock);
-    return first;
+    return heap_add(pp, (struct gmp__tslot){t->when, (uintptr_t)t});
 }
 
 bool gmp__timer_del(struct gmp__timer *t)
@@ -151,8 +157,6 @@ bool gmp__timer_del(struct gmp__timer *t)
     struct p *pp = t->pp;           /* fixed since the add, by its owner */
     if (!pp)
         return false;
-    if (t->nodel)
-        gmp__throw("timer: deleting a timer added as nodel");
     gmp__lock(&pp->timerlock);
     bool removed = t->idx >= 0;
     if (removed) {
@@ -176,9 +180,14 @@ int gmp__checktimers(struct p *pp, int64_t *now)
     int ran = 0;
     gmp__lock(&pp->timerlock);
     while (pp->ntimers > 0 && pp->timers[0].when <= *now) {
-        struct gmp__timer *t = heap_remove(pp, 0);
+        struct gmp__tslot x = heap_remove(pp, 0);
         publish_first(pp);
-        t->f(t);                    /* may wake t's owner: t is done */
+        if (x.t & SLEEPER) {
+            gmp__goready((struct g *)(x.t & ~SLEEPER));
+        } else {
+            struct gmp__timer *t = slot_timer(x);
+            t->f(t);                /* may wake t's owner: t is done */
+        }
         ran++;
     }
     gmp__unlock(&pp->timerlock);
@@ -207,20 +216,13 @@ void gmp__timers_free(struct p *pp)
 
 /* ---- gmp_sleep ----------------------------------------------------------- */
 
-static void sleep_fire(struct gmp__timer *t)
-{
-    gmp__goready(t->arg);
-}
-
-/* Adds the sleeper's timer once its G is off its stack, so that the timer
- * cannot ready it while it still runs. */
+/* Adds the sleeper to the heap once its G is off its stack, so that the
+ * heap cannot ready it while it still runs. */
 static bool sleep_commit(struct g *gp, void *arg)
 {
-    (void)gp;
-    struct gmp__timer *t = arg;
+    int64_t when = *(int64_t *)arg;
     struct m *mp = gmp__getm();
-    int64_t when = t->when;         /* t may be gone once it is queued */
-    if (gmp__timer_add(mp->p, t))
+    if (heap_add(mp->p, (struct gmp__tslot){when, (uintptr_t)gp | SLEEPER}))
         gmp__netpoll_wake_for(mp->sched, when);
     return true;
 }
@@ -248,9 +250,7 @@ void gmp_sleep(int64_t ns)
         thread_sleep_until(when);   /* no memory for the heap: as a thread */
         return;
     }
-    struct gmp__timer t = {.when = when, .f = sleep_fire, .arg = mp->curg,
-                           .idx = -1, .nodel = true};
-    gmp__gopark(sleep_commit, &t, WAIT_SLEEP);
+    gmp__gopark(sleep_commit, &when, WAIT_SLEEP);
 }
 
 /* ---- Waiting with a deadline ---------------------------------------------- */

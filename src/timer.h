@@ -31,17 +31,15 @@ struct gmp__timer {
     void     *arg, *arg2;           /* the callback's */
     struct p *pp;                   /* heap it was added to (fixed then) */
     int32_t   idx;                  /* heap slot; -1 when in no heap (pp's
-                                       timer lock); kept unless nodel */
-    bool      nodel;                /* never deleted: the heap need not
-                                       keep idx (see timer.c) */
+                                       timer lock) */
 };
 
 /* A heap slot: the timer and a copy of its when, which never changes
  * while it is in the heap. */
 struct gmp__tslot {
     int64_t   when;
-    uintptr_t t;                    /* struct gmp__timer *, low bit: idx
-                                       kept (timer.c) */
+    uintptr_t t;                    /* struct gmp__timer *, or a sleeping
+                                       struct g * | 1 (timer.c) */
 };
 
 /* when = now + ns, saturating at INT64_MAX. */
@@ -60,7 +58,7 @@ GMP_HIDDEN bool gmp__timer_reserve(struct p *pp);
  * gmp__timer_reserve first. Context: the owner of pp (a G or g0). */
 GMP_HIDDEN bool gmp__timer_add(struct p *pp, struct gmp__timer *t);
 /* Removes t unless it has run (or is running: then waits for it). True
- * when it removed it before it ran. Never for a timer added as nodel. Context: any, no timer lock held. */
+ * when it removed it before it ran. Context: any, no timer lock held. */
 GMP_HIDDEN bool gmp__timer_del(struct gmp__timer *t);
 /* Runs pp's due timers. *now: 0, or a clock reading to reuse (updated
  * when read here). Returns how many ran. Context: an M holding a P. */
