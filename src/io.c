@@ -77,8 +77,16 @@ ssize_t gmp_read(int fd, void *buf, size_t n)
     uint64_t seq;
     do {
         seq = gmp__pd_seq(pd);
-        r = pd->pollable ? read(fd, buf, n) : BRACKETED(read(fd, buf, n));
+        if (gmp__pd_read_skip(pd, seq)) {
+            errno = EAGAIN;         /* what the read would say */
+            r = -1;
+        } else {
+            r = pd->pollable ? read(fd, buf, n)
+                             : BRACKETED(read(fd, buf, n));
+        }
     } while (r < 0 && (r = retry(s, pd, PD_R, seq)) == 1);
+    if (r > 0)
+        gmp__pd_read_done(pd, seq, (size_t)r, n);
     gmp__pd_exit(pd);
     return r;
 }

@@ -42,8 +42,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -275,8 +277,15 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
         struct gmp__pd *pd = ev[i].data.ptr;
         uint32_t e = ev[i].events;
         int modes = 0;
-        if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        if (e & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
             modes |= PD_R;
+        /* A TCP read stops short at an urgent byte, at the peer's FIN
+         * and at an error, with more to read: from then on every read
+         * makes its call. Relaxed: the release bump of rseq below
+         * publishes it (see gmp__pd_read_skip). */
+        if (e & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            atomic_store_explicit(&pd->shortdrains, false,
+                                  memory_order_relaxed);
         if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR))
             modes |= PD_W;
         struct fdwait *wake = NULL;
@@ -348,8 +357,20 @@ static int pd_register(struct schedt *s, struct gmp__pd *pd, int fd)
         return -errno;
     struct stat st;
     pd->sock = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    int type = 0, proto = 0;
+    socklen_t len = sizeof type;
+    if (pd->sock &&
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto,
+                   &(socklen_t){sizeof proto}) == 0)
+        /* Relaxed: published by the enter's lock and refs. */
+        atomic_store_explicit(&pd->shortdrains,
+                              type == SOCK_STREAM && proto == IPPROTO_TCP,
+                              memory_order_relaxed);
     struct epoll_event ev = {
-        .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+        /* EPOLLPRI and EPOLLRDHUP also tell the poller when a short read
+         * may leave data behind (urgent data, the peer's FIN). */
+        .events = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDHUP | EPOLLET,
         .data.ptr = pd,
     };
     if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST)
@@ -601,6 +622,9 @@ int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd)
     gmp__spin_lock(&pd->lock);
     pd->registered = pd->pollable = pd->sock = false;
     pd->drained = false;
+    /* Relaxed: the release of refs below publishes them. */
+    atomic_store_explicit(&pd->shortdrains, false, memory_order_relaxed);
+    atomic_store_explicit(&pd->rdrained, 0, memory_order_relaxed);
     gmp__spin_unlock(&pd->lock);
     /* Release: the reset descriptor is seen by the next caller's acquire
      * in gmp__pd_enter. */

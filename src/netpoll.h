@@ -31,6 +31,12 @@ struct gmp__pd {
     /* Events seen per direction (PD_SEQ packs both). Written under lock;
      * read without it by callers about to try a system call. */
     _Atomic uint32_t rseq, wseq;
+    /* Read skipping (gmp__pd_read_skip): whether a short read empties
+     * the fd (a TCP socket that has shown no urgent data, hang-up or
+     * error), and the rseq before the last read that did, + 2^32 (0:
+     * none). Atomic: any reader, and the poller, read and write them. */
+    _Atomic bool shortdrains;
+    _Atomic uint64_t rdrained;
     bool drained;                   /* refs reached 0 with no closer yet */
     struct fdwait *rq, *wq;         /* parked readers, writers */
     struct gmp__wctx *closer;       /* gmp_close waiting for refs to drain */
@@ -75,6 +81,35 @@ static inline uint64_t gmp__pd_seq(struct gmp__pd *pd)
     return (uint64_t)atomic_load_explicit(&pd->rseq, memory_order_acquire)
                << 32 |
            atomic_load_explicit(&pd->wseq, memory_order_acquire);
+}
+/* Whether a read may skip its system call and wait at once: the last
+ * read came up short, which on a TCP socket means it emptied the receive
+ * queue, and no event has come since (seq: gmp__pd_seq now). Data that
+ * arrived since raises an event, counted before the wait links, so
+ * waiting cannot miss it; it saves the read that would fail with EAGAIN
+ * (Go makes that call). Data whose event no M has collected yet waits
+ * for the next poll, which a busy M makes before it steals. */
+static inline bool gmp__pd_read_skip(struct gmp__pd *pd, uint64_t seq)
+{
+    /* Relaxed: a stale value names an older seq, which no longer
+     * matches; the acquire on rseq in gmp__pd_seq orders the poller's
+     * clearing of shortdrains (before its bump) before this load. */
+    return atomic_load_explicit(&pd->rdrained, memory_order_relaxed) ==
+               ((seq >> 32) | (uint64_t)1 << 32) &&
+           atomic_load_explicit(&pd->shortdrains, memory_order_relaxed);
+}
+/* After a read of want bytes that returned got > 0 (seq: gmp__pd_seq
+ * from before it): remembers whether it was short, for
+ * gmp__pd_read_skip. */
+static inline void gmp__pd_read_done(struct gmp__pd *pd, uint64_t seq,
+                                     size_t got, size_t want)
+{
+    /* Relaxed: a hint checked against rseq, see gmp__pd_read_skip. */
+    bool skip = got < want &&
+                atomic_load_explicit(&pd->shortdrains, memory_order_relaxed);
+    atomic_store_explicit(&pd->rdrained,
+                          skip ? (seq >> 32) | (uint64_t)1 << 32 : 0,
+                          memory_order_relaxed);
 }
 /* Parks (or sleeps a thread) until pd is ready for one of modes: 0 (try
  * the call again), GMP_EBADF (closed meanwhile), GMP_ETIMEDOUT (deadline

@@ -1255,6 +1255,79 @@ static void test_netpoll_tcp_echo_round_trips(void **state)
     assert_quiet();
 }
 
+/* After a short read a TCP socket's next read waits for an event instead
+ * of making a call that would fail with EAGAIN (netpoll.h,
+ * gmp__pd_read_skip). A TCP read also comes up short with more to read,
+ * and no event to follow: at an urgent byte, and at the peer's FIN. Each
+ * case is staged with every byte there and every event already collected
+ * (the reader sleeps first, so its idle M polls), so that only the
+ * urgent and hang-up events stand between a skip and a reader parked for
+ * ever beside data or EOF. Readers are goroutines and plain threads. */
+static struct {
+    int fd;
+    char got[2][16];
+    ssize_t n[2];
+    _Atomic int64_t done;
+} shortr;
+
+static void short_reader(void *arg)
+{
+    (void)arg;
+    G_CHECK(gmp_fd_wait(shortr.fd, GMP_POLLIN, GMP_FOREVER) == GMP_POLLIN);
+    gmp_sleep(2 * 1000 * 1000);
+    for (int i = 0; i < 2; i++)
+        shortr.n[i] = gmp_read(shortr.fd, shortr.got[i],
+                               sizeof shortr.got[i]);
+    atomic_fetch_add(&shortr.done, 1);
+}
+
+static void short_read_case(int lfd, const struct sockaddr_in *sa,
+                            bool urgent, bool thread)
+{
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(c >= 0);
+    assert_int_equal(connect(c, (const struct sockaddr *)sa, sizeof *sa), 0);
+    shortr.fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(shortr.fd >= 0);
+    assert_int_equal(send(c, "abc", 3, 0), 3);
+    if (urgent) {
+        assert_int_equal(send(c, "X", 1, MSG_OOB), 1);
+        assert_int_equal(send(c, "def", 3, 0), 3);
+    } else {
+        assert_int_equal(shutdown(c, SHUT_WR), 0);
+    }
+    memset(&shortr.got, 0, sizeof shortr.got);
+    atomic_store(&shortr.done, 0);
+    struct runner r;
+    run_as(&r, thread, short_reader, NULL);
+    int rc = h_wait(&shortr.done, 1);
+    if (rc != 0)
+        gmp_close(shortr.fd);       /* wakes the parked reader */
+    run_join(&r);
+    assert_int_equal(rc, 0);
+    assert_int_equal(shortr.n[0], 3);
+    assert_string_equal(shortr.got[0], "abc");
+    if (urgent) {
+        assert_int_equal(shortr.n[1], 3);   /* the urgent byte is skipped */
+        assert_string_equal(shortr.got[1], "def");
+    } else {
+        assert_int_equal(shortr.n[1], 0);
+    }
+    assert_int_equal(gmp_close(shortr.fd), 0);
+    close(c);
+}
+
+static void test_netpoll_short_tcp_read_at_urgent_byte_or_fin(void **state)
+{
+    bad_reset();
+    struct sockaddr_in sa;
+    int lfd = mklistener(&sa);
+    for (int i = 0; i < 4; i++)
+        short_read_case(lfd, &sa, i & 1, i & 2);
+    close(lfd);
+    assert_quiet();
+}
+
 static struct {
     _Atomic int64_t rc, done;
 } refused;
@@ -1607,6 +1680,7 @@ int main(void)
         cmocka_unit_test(test_netpoll_fd_wait_timeouts_and_readiness),
         cmocka_unit_test(test_netpoll_fd_wait_woken_by_readiness),
         cmocka_unit_test(test_netpoll_tcp_echo_round_trips),
+        cmocka_unit_test(test_netpoll_short_tcp_read_at_urgent_byte_or_fin),
         cmocka_unit_test(test_netpoll_acceptors_share_a_burst),
         cmocka_unit_test(test_netpoll_connect_refused),
         cmocka_unit_test(test_netpoll_thread_blocks_until_goroutine_writes),
