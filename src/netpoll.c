@@ -20,7 +20,9 @@
  * "ready" token, serves any number of callers that failed at once: each
  * compares with its own reading, and none can take the others' event.
  * A goroutine links itself only in its park's commit, once it is off its
- * stack, so no waker can ready it while it still runs.
+ * stack, so no waker can ready it while it still runs. The same count
+ * lets a TCP reader skip the try altogether after a short read, while
+ * no event has come since (gmp__pd_read_skip in netpoll.h).
  *
  * Each waiter can be woken by three parties: an event, gmp_close, and its
  * deadline's timer (which runs under a timer lock and must not take the
