@@ -1259,22 +1259,27 @@ static void test_netpoll_tcp_echo_round_trips(void **state)
  * of making a call that would fail with EAGAIN (netpoll.h,
  * gmp__pd_read_skip). A TCP read also comes up short with more to read,
  * and no event to follow: at an urgent byte, and at the peer's FIN. Each
- * case is staged with every byte there and every event already collected
- * (the reader sleeps first, so its idle M polls), so that only the
- * urgent and hang-up events stand between a skip and a reader parked for
- * ever beside data or EOF. Readers are goroutines and plain threads. */
+ * case is staged with every byte there and the socket's event already
+ * collected, so that only the urgent and hang-up events stand between a
+ * skip and a reader parked for ever beside data or EOF: the reader
+ * registers the socket (ready, so the poller has its event queued), then
+ * parks on an empty pipe; once the process is still, an M sits in the
+ * poller, which it cannot while an event is queued. Readers are
+ * goroutines and plain threads. */
 static struct {
-    int fd;
+    int fd, gate[2];                /* the socket; the pipe to park on */
     char got[2][16];
     ssize_t n[2];
-    _Atomic int64_t done;
+    _Atomic int64_t parking, done;
 } shortr;
 
 static void short_reader(void *arg)
 {
     (void)arg;
+    char b;
     G_CHECK(gmp_fd_wait(shortr.fd, GMP_POLLIN, GMP_FOREVER) == GMP_POLLIN);
-    gmp_sleep(2 * 1000 * 1000);
+    atomic_store(&shortr.parking, 1);
+    G_CHECK(gmp_read(shortr.gate[0], &b, 1) == 1);
     for (int i = 0; i < 2; i++)
         shortr.n[i] = gmp_read(shortr.fd, shortr.got[i],
                                sizeof shortr.got[i]);
@@ -1289,6 +1294,7 @@ static void short_read_case(int lfd, const struct sockaddr_in *sa,
     assert_int_equal(connect(c, (const struct sockaddr *)sa, sizeof *sa), 0);
     shortr.fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
     assert_true(shortr.fd >= 0);
+    assert_int_equal(pipe2(shortr.gate, O_CLOEXEC), 0);
     assert_int_equal(send(c, "abc", 3, 0), 3);
     if (urgent) {
         assert_int_equal(send(c, "X", 1, MSG_OOB), 1);
@@ -1297,9 +1303,13 @@ static void short_read_case(int lfd, const struct sockaddr_in *sa,
         assert_int_equal(shutdown(c, SHUT_WR), 0);
     }
     memset(&shortr.got, 0, sizeof shortr.got);
+    atomic_store(&shortr.parking, 0);
     atomic_store(&shortr.done, 0);
     struct runner r;
     run_as(&r, thread, short_reader, NULL);
+    assert_int_equal(h_wait(&shortr.parking, 1), 0);
+    assert_int_equal(h_still(), 0);         /* parked; events collected */
+    assert_int_equal(write(shortr.gate[1], "g", 1), 1);
     int rc = h_wait(&shortr.done, 1);
     if (rc != 0)
         gmp_close(shortr.fd);       /* wakes the parked reader */
@@ -1314,6 +1324,8 @@ static void short_read_case(int lfd, const struct sockaddr_in *sa,
         assert_int_equal(shortr.n[1], 0);
     }
     assert_int_equal(gmp_close(shortr.fd), 0);
+    assert_int_equal(gmp_close(shortr.gate[0]), 0);
+    close(shortr.gate[1]);
     close(c);
 }
 
