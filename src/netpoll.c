@@ -360,11 +360,10 @@ static int pd_register(struct schedt *s, struct gmp__pd *pd, int fd)
     struct stat st;
     pd->sock = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
     int type = 0, proto = 0;
-    socklen_t len = sizeof type;
+    socklen_t tlen = sizeof type, plen = sizeof proto;
     if (pd->sock &&
-        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto,
-                   &(socklen_t){sizeof proto}) == 0)
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &plen) == 0)
         /* Relaxed: published by the enter's lock and refs. */
         atomic_store_explicit(&pd->shortdrains,
                               type == SOCK_STREAM && proto == IPPROTO_TCP,

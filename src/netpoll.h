@@ -33,8 +33,9 @@ struct gmp__pd {
     _Atomic uint32_t rseq, wseq;
     /* Read skipping (gmp__pd_read_skip): whether a short read empties
      * the fd (a TCP socket that has shown no urgent data, hang-up or
-     * error), and the rseq before the last read that did, + 2^32 (0:
-     * none). Atomic: any reader, and the poller, read and write them. */
+     * error), and the rseq before the last read if it was short, + 2^32
+     * (0: it was not). Atomic: any reader, and the poller, read and
+     * write them. */
     _Atomic bool shortdrains;
     _Atomic uint64_t rdrained;
     bool drained;                   /* refs reached 0 with no closer yet */
@@ -82,6 +83,11 @@ static inline uint64_t gmp__pd_seq(struct gmp__pd *pd)
                << 32 |
            atomic_load_explicit(&pd->wseq, memory_order_acquire);
 }
+/* rdrained's value for a short read tried at seq (gmp__pd_seq). */
+static inline uint64_t gmp__pd_rdrain_mark(uint64_t seq)
+{
+    return (seq >> 32) | (uint64_t)1 << 32;
+}
 /* Whether a read may skip its system call and wait at once: the last
  * read came up short, which on a TCP socket means it emptied the receive
  * queue, and no event has come since (seq: gmp__pd_seq now). Data that
@@ -95,20 +101,18 @@ static inline bool gmp__pd_read_skip(struct gmp__pd *pd, uint64_t seq)
      * matches; the acquire on rseq in gmp__pd_seq orders the poller's
      * clearing of shortdrains (before its bump) before this load. */
     return atomic_load_explicit(&pd->rdrained, memory_order_relaxed) ==
-               ((seq >> 32) | (uint64_t)1 << 32) &&
+               gmp__pd_rdrain_mark(seq) &&
            atomic_load_explicit(&pd->shortdrains, memory_order_relaxed);
 }
 /* After a read of want bytes that returned got > 0 (seq: gmp__pd_seq
  * from before it): remembers whether it was short, for
- * gmp__pd_read_skip. */
+ * gmp__pd_read_skip (which alone asks whether short means empty). */
 static inline void gmp__pd_read_done(struct gmp__pd *pd, uint64_t seq,
                                      size_t got, size_t want)
 {
     /* Relaxed: a hint checked against rseq, see gmp__pd_read_skip. */
-    bool skip = got < want &&
-                atomic_load_explicit(&pd->shortdrains, memory_order_relaxed);
     atomic_store_explicit(&pd->rdrained,
-                          skip ? (seq >> 32) | (uint64_t)1 << 32 : 0,
+                          got < want ? gmp__pd_rdrain_mark(seq) : 0,
                           memory_order_relaxed);
 }
 /* Parks (or sleeps a thread) until pd is ready for one of modes: 0 (try
