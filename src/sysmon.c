@@ -14,7 +14,8 @@
  * It also polls the network when nobody has for 10 ms (every M busy
  * running goroutines), and hands what it finds to idle Ps.
  * When every P is idle it sleeps on its note until a P is taken again
- * (pidleget wakes it) or the runtime stops.
+ * (pidleget wakes it) or the runtime stops, and then goes on at the period
+ * it had reached: that wake is not activity (docs/design.md).
  *
  * Its record of each P (sched.sysmon_ticks) is its own; what it reads of
  * the Ps is atomics (status, schedtick, syscalltick) read relaxed: a stale
@@ -167,7 +168,6 @@ static void *sysmon_loop(struct schedt *s)
             gmp__noteclear(&s->sysmon_note);
             gmp__unlock(&s->lock);
             tick(s, gmp_nanotime(), &lasttrace);
-            idle = 0;
             continue;
         }
         int64_t now = gmp_nanotime();
