@@ -62,6 +62,8 @@ static void test_syscall_blocked_read_hands_p_off(void **state)
 {
     memset(&br, 0, sizeof br);
     assert_int_equal(pipe(br.fd), 0);
+    /* From a still process, so sysmon starts in its deep sleep. */
+    assert_int_equal(h_still(), 0);
     assert_int_equal(gmp_go(blocked_reader, NULL), 0);
     assert_int_equal(h_wait(&br.in_read, 1), 0);
     assert_int_equal(gmp_go(ticker, NULL), 0);
