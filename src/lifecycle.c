@@ -43,7 +43,6 @@
 #define MAX_STACK       ((size_t)1 << 30)
 #define DEFAULT_THREADS 10000
 
-
 _Atomic(struct schedt *) gmp__sched;
 
 static pthread_mutex_t lc_mu = PTHREAD_MUTEX_INITIALIZER;

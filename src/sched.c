@@ -185,6 +185,22 @@ static bool work_visible(struct schedt *s)
     return false;
 }
 
+/* The re-check of every M that has just idled a P (pidleput is its
+ * store): a full barrier, then whether work is visible that no spinner is
+ * left to find. A spinning M (it has just left the count) always looks,
+ * since the count may hold a token that was never an M; a non-spinning
+ * one only when nmspinning is 0 (see the essay). Context: any, no locks
+ * held. */
+static bool work_after_idling(struct schedt *s, bool was_spinning)
+{
+    gmp__storeload_fence();
+    /* Relaxed: ordered by the barrier. */
+    return (was_spinning ||
+            atomic_load_explicit(&s->nmspinning, memory_order_relaxed) ==
+                0) &&
+           work_visible(s);
+}
+
 enum startm_result { STARTM_OK, STARTM_NO_P, STARTM_FAILED };
 
 /* Starts an M, parked or new, to run pp (an idle P when pp is NULL). When
@@ -547,23 +563,16 @@ top:
     pidleput(s, pp);
     gmp__unlock(&s->lock);
 
-    /* Re-check every queue after a full barrier. Pairs with the barrier
-     * before wakep(): we see the submitter's work, or it sees our idle P
-     * and nmspinning == 0 and wakes an M. A spinning M leaves spinning
-     * first, and always looks (the count may hold a token that was never
-     * an M); a non-spinning one only when no spinner is left to look
-     * after us (see the essay). */
+    /* Re-check every queue. Pairs with the barrier before wakep(): we
+     * see the submitter's work, or it sees our idle P and nmspinning == 0
+     * and wakes an M. A spinning M leaves spinning first. */
     bool spinning = mp->spinning;
     if (spinning) {
         mp->spinning = false;
-        /* Relaxed: the barrier right after orders it. */
+        /* Relaxed: the re-check's barrier orders it. */
         atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
     }
-    gmp__storeload_fence();
-    /* Relaxed: ordered by the barrier. */
-    if ((spinning ||
-         atomic_load_explicit(&s->nmspinning, memory_order_relaxed) == 0) &&
-        work_visible(s)) {
+    if (work_after_idling(s, spinning)) {
         gmp__lock(&s->lock);
         pp = pidleget(s);
         gmp__unlock(&s->lock);
@@ -1013,11 +1022,8 @@ static void handoffp(struct schedt *s, struct p *pp)
     pidleput(s, pp);                /* already P_IDLE, by sysmon's CAS */
     gmp__unlock(&s->lock);
     /* As findrunnable after idling a P: work published by a submitter that
-     * saw no P idle yet must not wait for its own P's M. Relaxed: ordered
-     * by the barrier. */
-    gmp__storeload_fence();
-    if (atomic_load_explicit(&s->nmspinning, memory_order_relaxed) == 0 &&
-        work_visible(s))
+     * saw no P idle yet must not wait for its own P's M. */
+    if (work_after_idling(s, false))
         gmp__wakep(s);
 }
 
