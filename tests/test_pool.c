@@ -419,6 +419,36 @@ static void test_pool_nonblocking_submit_at_capacity_fails(void **state)
     assert_int_equal(h_wait_quiet(), 0);
 }
 
+/* ---- Reuse --------------------------------------------------------------- */
+
+/* Submits one task at a time, alternately from a goroutine and from a
+ * plain thread, each after the last task's worker went idle: every
+ * submit must hand its task to that worker rather than start another.
+ * The expiry is long, so the count can only stay put by reuse. */
+static void test_pool_idle_worker_is_reused(void **state)
+{
+    enum { ROUNDS = 50 };
+    counters_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_pool_t *p = new_pool(8, (int64_t)600 * 1000 * MS, 0);
+    assert_non_null(p);
+    int64_t base = gmp_num_goroutines();        /* the purger */
+    for (int i = 1; i <= ROUNDS; i++) {
+        struct submitter s = {.p = p, .fn = quick_task};
+        struct runner r;
+        run_as(&r, i % 2 == 0, submit_one, &s);
+        assert_int_equal(h_wait(&s.done, 1), 0);
+        run_join(&r);
+        assert_int_equal(atomic_load(&s.rc), 0);
+        assert_int_equal(h_wait(&finished, i), 0);
+        assert_int_equal(wait_running(p, 0), 0);
+        /* One worker, idle, and nothing else of ours. */
+        assert_int_equal(wait_goroutines(base + 1), 0);
+    }
+    assert_int_equal(gmp_pool_release(p), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
 /* ---- Expiry -------------------------------------------------------------- */
 
 static void test_pool_idle_workers_expire(void **state)
@@ -720,6 +750,7 @@ int main(void)
         cmocka_unit_test(test_pool_runs_cap_tasks_at_once),
         cmocka_unit_test(test_pool_submit_at_capacity_waits_for_a_worker),
         cmocka_unit_test(test_pool_nonblocking_submit_at_capacity_fails),
+        cmocka_unit_test(test_pool_idle_worker_is_reused),
         cmocka_unit_test(test_pool_idle_workers_expire),
         cmocka_unit_test(test_pool_tune_grows_and_shrinks_under_load),
         cmocka_unit_test(test_pool_release_waits_for_tasks_in_flight),
