@@ -31,6 +31,10 @@
 # <port>`, on a free port) that $BUILD_DIR/bench/gmprt-echo-client (CMake,
 # libc only) drives and then stops with SIGTERM; the client's line is the
 # result for that server.
+# Before each case, $BUILD_DIR/bench/gmprt-xcore (CMake, libc only) times
+# one cache line's round trip between two CPUs; the figures are printed
+# under the table (not under emulation): on a VM they move when the host
+# moves the vCPUs, and so do the cases that pass work between cores.
 # For each case and procs setting the runs alternate gmprt, peer, gmprt, ...
 # A program that is missing, fails (non-zero exit, timeout) or leaves out a
 # unit in any run gets `-` in that cell; the suite goes on.
@@ -101,6 +105,7 @@ fi
 
 GMPRT=$BUILD_DIR/bench/gmprt-bench
 ECHO_CLIENT=$BUILD_DIR/bench/gmprt-echo-client
+XCORE=$BUILD_DIR/bench/gmprt-xcore
 GO_BIN=$OUT/go-bench
 BOOST_BIN=$OUT/boost-switch
 
@@ -108,6 +113,7 @@ if [ -n "$NOBUILD" ]; then
     note "-n: timing the programs already in $BUILD_DIR"
     [ -x "$GMPRT" ] || { note "no $GMPRT"; GMPRT=; }
     [ -x "$ECHO_CLIENT" ] || ECHO_CLIENT=
+    [ -x "$XCORE" ] || XCORE=
     [ -x "$GO_BIN" ] || { note "no $GO_BIN"; GO_BIN=; }
     [ -x "$BOOST_BIN" ] || BOOST_BIN=
 else
@@ -115,6 +121,7 @@ else
         note "cmake not found; gmprt column will be '-'"
         GMPRT=
         ECHO_CLIENT=
+        XCORE=
     elif ! { cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
                    ${CMAKE_CROSS[@]+"${CMAKE_CROSS[@]}"} &&
              cmake --build "$BUILD_DIR" -j; } >"$OUT/gmprt-build.log" 2>&1; then
@@ -134,6 +141,12 @@ else
             >"$OUT/echo-client-build.log" 2>&1; then
         note "echo client build failed (see $OUT/echo-client-build.log)"
         ECHO_CLIENT=
+    fi
+    if [ -n "$XCORE" ] &&
+        ! cmake --build "$BUILD_DIR" --target gmprt-xcore \
+            >"$OUT/xcore-build.log" 2>&1; then
+        note "gmprt-xcore build failed (see $OUT/xcore-build.log)"
+        XCORE=
     fi
 
     rm -f "$GO_BIN" "$BOOST_BIN"
@@ -169,6 +182,8 @@ else
     [ -x "$BOOST_BIN" ] || BOOST_BIN=
 fi
 [ -n "$ECHO_CLIENT" ] && [ ! -x "$ECHO_CLIENT" ] && ECHO_CLIENT=
+[ -n "$XCORE" ] && [ ! -x "$XCORE" ] && XCORE=
+[ -n "$ARCH" ] && XCORE=                # emulated: no figure of the machine
 
 # ---- what each case runs ----------------------------------------------
 
@@ -318,6 +333,15 @@ run() {
     if [ "$3" = echo ]; then run_echo "$@"; else run_one "$@"; fi
 }
 
+# xcore CASE: the probe's round trip before CASE, as "CASE NS", into XCORES.
+XCORES=
+xcore() {
+    local v
+    [ -n "$XCORE" ] || return 0
+    v=$(timeout 60 "$XCORE" 2>/dev/null | sed -n 's/^xcore=\([0-9][0-9]*\)$/\1/p')
+    [ -n "$v" ] && XCORES="$XCORES${XCORES:+, }$1 $v"
+}
+
 declare -a RUN_CASES=()
 for name in "${CASES[@]}"; do
     if [ -z "$(procs_for "$name")" ]; then
@@ -325,6 +349,7 @@ for name in "${CASES[@]}"; do
         continue
     fi
     RUN_CASES+=("$name")
+    xcore "$name"
     peer=$(peer_for "$name")
     gm=$GMPRT
     if [ "$name" = echo ] && [ -z "$ECHO_CLIENT" ]; then
@@ -420,5 +445,10 @@ for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
              "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
     fi
 done
+if [ -n "$XCORES" ]; then
+    echo
+    echo "Cross-core round trip of one cache line before each case" \
+         "(gmprt-xcore, ns): $XCORES."
+fi
 echo
 note "raw output: $RAW"
