@@ -31,10 +31,11 @@
 # <port>`, on a free port) that $BUILD_DIR/bench/gmprt-echo-client (CMake,
 # libc only) drives and then stops with SIGTERM; the client's line is the
 # result for that server.
-# Before each case, $BUILD_DIR/bench/gmprt-xcore (CMake, libc only) times
-# one cache line's round trip between two CPUs; the figures are printed
-# under the table (not under emulation): on a VM they move when the host
-# moves the vCPUs, and so do the cases that pass work between cores.
+# Before each case, $BUILD_DIR/bench/gmprt-xcore (CMake, libc and pthreads,
+# no gmprt) times one cache line's round trip between two CPUs; the figures
+# are printed under the table (not under emulation): on a VM they move when
+# the host moves the vCPUs, and so do the cases that pass work between
+# cores.
 # For each case and procs setting the runs alternate gmprt, peer, gmprt, ...
 # A program that is missing, fails (non-zero exit, timeout) or leaves out a
 # unit in any run gets `-` in that cell; the suite goes on.
@@ -103,9 +104,18 @@ if [ "$ARCH" = aarch64 ]; then
     note "aarch64 under $qemu: the figures show that it runs, not its speed"
 fi
 
+# build_helper TARGET: builds one CMake target of BUILD_DIR; false, with a
+# note, if it fails.
+build_helper() {
+    cmake --build "$BUILD_DIR" --target "$1" >"$OUT/$1-build.log" 2>&1 && return
+    note "$1 build failed (see $OUT/$1-build.log)"
+    return 1
+}
+
 GMPRT=$BUILD_DIR/bench/gmprt-bench
 ECHO_CLIENT=$BUILD_DIR/bench/gmprt-echo-client
 XCORE=$BUILD_DIR/bench/gmprt-xcore
+[ -n "$ARCH" ] && XCORE=                # emulated: no figure of the machine
 GO_BIN=$OUT/go-bench
 BOOST_BIN=$OUT/boost-switch
 
@@ -134,20 +144,11 @@ else
         note "no $GMPRT after the build; gmprt column will be '-'"
         GMPRT=
     fi
-    # The echo client needs nothing of gmprt: build it on its own, so that
-    # a gmprt that fails to build still leaves the peer's server measured.
-    if [ -n "$ECHO_CLIENT" ] &&
-        ! cmake --build "$BUILD_DIR" --target gmprt-echo-client \
-            >"$OUT/echo-client-build.log" 2>&1; then
-        note "echo client build failed (see $OUT/echo-client-build.log)"
-        ECHO_CLIENT=
-    fi
-    if [ -n "$XCORE" ] &&
-        ! cmake --build "$BUILD_DIR" --target gmprt-xcore \
-            >"$OUT/xcore-build.log" 2>&1; then
-        note "gmprt-xcore build failed (see $OUT/xcore-build.log)"
-        XCORE=
-    fi
+    # The echo client and the probe need nothing of gmprt: each is built
+    # on its own, so that a gmprt that fails to build still leaves the
+    # peer's server measured and the placement known.
+    [ -n "$ECHO_CLIENT" ] && ! build_helper gmprt-echo-client && ECHO_CLIENT=
+    [ -n "$XCORE" ] && ! build_helper gmprt-xcore && XCORE=
 
     rm -f "$GO_BIN" "$BOOST_BIN"
     if ! command -v go >/dev/null; then
@@ -182,8 +183,6 @@ else
     [ -x "$BOOST_BIN" ] || BOOST_BIN=
 fi
 [ -n "$ECHO_CLIENT" ] && [ ! -x "$ECHO_CLIENT" ] && ECHO_CLIENT=
-[ -n "$XCORE" ] && [ ! -x "$XCORE" ] && XCORE=
-[ -n "$ARCH" ] && XCORE=                # emulated: no figure of the machine
 
 # ---- what each case runs ----------------------------------------------
 

@@ -8,8 +8,8 @@
  * the kernel allows), hand a counter on one cache line back and forth
  * 200,000 times, each spinning on the other's store; prints
  *   xcore=<ns per round trip>
- * or nothing with fewer than two CPUs. Exit status 1 if the thread
- * cannot be made.
+ * or nothing with fewer than two CPUs. Exit status 1 if the CPU set
+ * cannot be read or the thread cannot be made.
  *
  * Why: on a virtual machine the host may place the two vCPUs near each
  * other (a shared cache) or far apart, and move them while the suite
@@ -36,8 +36,7 @@
  * odd ones the ponger's. */
 static _Alignas(64) _Atomic int64_t ball;
 
-static cpu_set_t cpus;
-static int cpu_a, cpu_b;
+static int cpu_b;                   /* the ponger's */
 
 /* Best effort: unpinned, the two spinning threads still end up on two
  * CPUs, only the kernel chooses which. */
@@ -66,11 +65,13 @@ static void *ponger(void *arg)
 
 int main(void)
 {
+    cpu_set_t cpus;
+    int cpu_a = -1;
+    cpu_b = -1;
     if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) {
         perror("gmprt-xcore: sched_getaffinity");
         return 1;
     }
-    cpu_a = cpu_b = -1;
     for (int c = 0; c < CPU_SETSIZE && cpu_b < 0; c++) {
         if (!CPU_ISSET(c, &cpus))
             continue;
@@ -90,6 +91,7 @@ int main(void)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int64_t i = 0; i < ROUNDS; i++) {
+        /* Release/acquire, as the ponger's. */
         atomic_store_explicit(&ball, 2 * i + 1, memory_order_release);
         while (atomic_load_explicit(&ball, memory_order_acquire) != 2 * i + 2)
             ;
