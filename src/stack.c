@@ -56,9 +56,10 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define STACKS_PER_CHUNK 64
-#define PCACHE_MAX       32
-#define ALTSTACK_MIN     (64 * 1024)
+#define STACKS_PER_CHUNK   64
+#define PCACHE_MAX         32
+#define POPULATE_MAX_PROCS 2        /* see chunk_new */
+#define ALTSTACK_MIN       (64 * 1024)
 
 enum { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 
@@ -151,20 +152,27 @@ static void stack_setup(struct schedt *s, char *page)
  * The caller gets one stack, pp's cache up to half its size, the global
  * list the rest. NULL when no memory can be had.
  *
- * Why a whole chunk at once: a slot's first touch is a page fault and its
- * guard a system call, each far dearer than the rest of starting a
- * goroutine. Two batched process_madvise calls do them for all slots:
- * guards, then MADV_POPULATE_WRITE of each slot's top page. Where the
- * kernel refuses a batch, the same advice goes slot by slot. The cost is
- * at most a chunk's worth of top pages resident before use.
+ * Why a whole chunk at once: a slot's guard is a system call, far dearer
+ * than the rest of starting a goroutine; one batched process_madvise
+ * installs them for all slots. Where the kernel refuses a batch, the
+ * advice goes slot by slot.
  *
- * Measured (a chunk: map, guards, populate, first write of each header):
- * on a 16-CPU machine 0.15 ms alone, the first writes then free; 16
- * threads at once 0.5 ms each in a plain loop and 1.6-2.1 ms inside the
- * runtime (the kernel's page allocation and LRU locks). On a 2-CPU VM
- * whose hypervisor charges 13-19 us for the first write to any fresh page,
- * populate or not, 1.0 ms (1.35 ms without the populate). Meanwhile the
- * P's queue and timers wait on this M: see README.md, the 16-CPU table.
+ * Each slot's top page, which holds its header, is faulted in here: with
+ * at most POPULATE_MAX_PROCS Ps by a second batch (MADV_POPULATE_WRITE),
+ * with more by the header writes, one page fault each. Measured (a chunk:
+ * map, guards, populate, first write of each header):
+ * - 2-CPU VM whose hypervisor charges 13-19 us for the first write to any
+ *   fresh page, populate or not: 1.0 ms a chunk with the populate, 1.35 ms
+ *   without; `timers` at procs=2, 388 ms against 418.
+ * - 16-CPU machine: 0.15 ms alone, the first writes then free. But Ps map
+ *   chunks at once when goroutines start faster than stacks come back,
+ *   and the kernel's page allocation and LRU locks then stretched a chunk
+ *   to 1.6-2.1 ms inside the runtime, all of it with this M holding the P:
+ *   its queue and due timers wait. The populate drains the LRU batches
+ *   on every call (a profile showed the lock); page faults contended
+ *   less. `timers` without the populate, from procs=3 to 16: 10-35%
+ *   faster, timers 2-4x less late (at procs=16, 105 ms against 135,
+ *   250-280 us late against 680-910); at procs=2 the same either way.
  *
  * A slot whose guard cannot be installed is never handed out; its page
  * stays mapped until the runtime stops. Context: g0, owner of pp, no lock
@@ -194,7 +202,8 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
     for (int i = 0; i < STACKS_PER_CHUNK; i++)
         iov[i] = (struct iovec){c->base + (size_t)(i + 1) * s->stack_size -
                                     page, page};
-    if (!advise_all(s, iov, STACKS_PER_CHUNK, MADV_POPULATE_WRITE))
+    if (s->procs <= POPULATE_MAX_PROCS &&
+        !advise_all(s, iov, STACKS_PER_CHUNK, MADV_POPULATE_WRITE))
         for (int i = 0; i < STACKS_PER_CHUNK; i++)
             if (madvise(iov[i].iov_base, page, MADV_POPULATE_WRITE) != 0)
                 break;              /* before Linux 5.14: fault on use */
