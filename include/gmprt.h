@@ -75,7 +75,9 @@ typedef struct gmp_config {
                             CPUs this process may run on (its affinity
                             mask, as Go's NumCPU)                        */
     size_t stack_size;   /* goroutine stack incl. guard; 0: 256 KiB.
-                            Otherwise 16 KiB..1 GiB, rounded up to pages.    */
+                            Otherwise 16 KiB..1 GiB, rounded up to pages.
+                            Smaller packs more stacks per page table,
+                            which some VMs charge for (README.md)        */
     int    max_threads;  /* Ms; 0: 10000                                      */
     int    async_preempt_off; /* nonzero: no preemption by signal (as
                             GMP_DEBUG=asyncpreemptoff=1); goroutines are
