@@ -61,20 +61,22 @@ enum swreason {
 
 /*
  * A goroutine stack: one mapping slot of sched.stack_size bytes,
- *   [guard page(s)][usable stack ... ][struct gstack]
- * The header lives at the top of its own stack, so a cached stack costs no
- * separate allocation, and the first frame shares the header's page.
+ *   [guard page(s)][usable stack ...]
+ * described by a record in its chunk's array (struct stackchunk), not on
+ * the stack itself: preparing a chunk writes none of its stacks' pages,
+ * and walking a free list reads the records side by side.
  */
 struct gstack {
     struct gstack *next;            /* free-stack cache link */
     char          *lo;              /* lowest usable byte (above the guard) */
+    char          *hi;              /* one past the highest: the slot's end */
     void          *tsan_fiber;      /* TSan builds: the fiber run on it */
     unsigned       vg_id;           /* valgrind's id for it (GMP_VALGRIND) */
 };
 
 static inline char *gstack_hi(struct gstack *s)
 {
-    return (char *)s;
+    return s->hi;
 }
 
 struct g {
@@ -235,6 +237,7 @@ struct stackchunk {                 /* one mmap holding many stacks */
     struct stackchunk *next;
     char              *base;
     size_t             len;
+    struct gstack      slot[];      /* one per stack slot, in order */
 };
 
 /* The global run queue is two FIFO lists: Gs that had run and overflowed a

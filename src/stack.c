@@ -2,10 +2,11 @@
  * stack.c - goroutine stacks: mmap'd in chunks, lazily committed, a guard
  * below each, cached per P and globally; and the stack-overflow report.
  *
- * A stack slot is sched.stack_size bytes: [guard][usable][struct gstack].
- * Slots come in chunks of STACKS_PER_CHUNK, mapped with MAP_NORESERVE so
- * that only touched pages cost memory, and prepared a whole chunk at a
- * time (chunk_new): guards, and each slot's top page faulted in. Guards
+ * A stack slot is sched.stack_size bytes: [guard][usable]; its record
+ * (struct gstack) sits in its chunk's array. Slots come in chunks of
+ * STACKS_PER_CHUNK, mapped with MAP_NORESERVE so that only touched pages
+ * cost memory, and prepared a whole chunk at a time (chunk_new): guards,
+ * and with few Ps each slot's top page faulted in. Guards
  * are installed with MADV_GUARD_INSTALL (Linux 6.13+: no extra mappings,
  * so a million stacks stay far below vm.max_map_count) and with
  * mprotect(PROT_NONE) where the kernel lacks it (each guard then splits
@@ -57,6 +58,8 @@
 #endif
 
 #define STACKS_PER_CHUNK   64
+#define CHUNK_RECORD_SIZE                                                    \
+    (sizeof(struct stackchunk) + STACKS_PER_CHUNK * sizeof(struct gstack))
 #define PCACHE_MAX         32
 #define POPULATE_MAX_PROCS 2        /* see chunk_new */
 #define ALTSTACK_MIN       (64 * 1024)
@@ -121,13 +124,6 @@ static bool guard_install(struct schedt *s, char *base)
     return mprotect(base, s->guard_size, PROT_NONE) == 0;
 }
 
-/* The header of the slot at base: at its top, cache-line aligned. */
-static struct gstack *slot_header(struct schedt *s, char *base)
-{
-    uintptr_t top = (uintptr_t)(base + s->stack_size);
-    return (struct gstack *)((top - sizeof(struct gstack)) & ~(uintptr_t)63);
-}
-
 /* Picks the guard mode and opens the pidfd for batched advice, once per
  * runtime, probing on a page of the first chunk. Context: holds
  * stacklock. */
@@ -148,7 +144,8 @@ static void stack_setup(struct schedt *s, char *page)
 
 /*
  * Maps a chunk of STACKS_PER_CHUNK slots and makes every slot a stack:
- * guard, first page faulted in, header, sanitizer and valgrind bookkeeping.
+ * guard, record, sanitizer and valgrind bookkeeping, and with few Ps the
+ * first page faulted in.
  * The caller gets one stack, pp's cache up to half its size, the global
  * list the rest. NULL when no memory can be had.
  *
@@ -157,10 +154,11 @@ static void stack_setup(struct schedt *s, char *page)
  * installs them for all slots. Where the kernel refuses a batch, the
  * advice goes slot by slot.
  *
- * Each slot's top page, which holds its header, is faulted in here: with
- * at most POPULATE_MAX_PROCS Ps by a second batch (MADV_POPULATE_WRITE),
- * with more by the header writes, one page fault each. Measured (a chunk:
- * map, guards, populate, first write of each header):
+ * With at most POPULATE_MAX_PROCS Ps a second batch (MADV_POPULATE_WRITE)
+ * faults in each slot's top page, the one its goroutine touches first;
+ * with more, each page faults on its goroutine's first run, one at a
+ * time. Measured (a chunk: map, guards, populate, first write of each top
+ * page, when the records still sat there):
  * - 2-CPU VM whose hypervisor charges 13-19 us for the first write to any
  *   fresh page, populate or not: 1.0 ms a chunk with the populate, 1.35 ms
  *   without; `timers` at procs=2, 388 ms against 418.
@@ -180,12 +178,12 @@ static void stack_setup(struct schedt *s, char *page)
  */
 static struct gstack *chunk_new(struct schedt *s, struct p *pp)
 {
-    struct stackchunk *c = gmp__alloc(sizeof *c);
+    struct stackchunk *c = gmp__alloc(CHUNK_RECORD_SIZE);
     if (!c)
         return NULL;
     c->len = s->stack_size * STACKS_PER_CHUNK;
     if (!(c->base = gmp__stack_map(c->len))) {
-        gmp__free(c, sizeof *c);
+        gmp__free(c, CHUNK_RECORD_SIZE);
         return NULL;
     }
     gmp__lock(&s->stacklock);
@@ -211,8 +209,9 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
     struct gstack *head = NULL, *tail = NULL;
     for (int i = 0; i < STACKS_PER_CHUNK; i++) {
         char *base = c->base + (size_t)i * s->stack_size;
-        struct gstack *st = slot_header(s, base);
+        struct gstack *st = &c->slot[i];
         st->lo = base + s->guard_size;
+        st->hi = base + s->stack_size;
         st->tsan_fiber = GMP_TSAN_CREATE();
         st->vg_id = VG_STACK_REGISTER(st->lo, gstack_hi(st));
         st->next = NULL;
@@ -284,10 +283,9 @@ void gmp__stackfree(struct schedt *s, struct p *pp, struct gstack *st)
 void gmp__stacks_release(struct schedt *s)
 {
     for (struct stackchunk *c = s->chunks; c; c = c->next) {
-        for (char *b = c->base; b < c->base + c->len; b += s->stack_size) {
-            struct gstack *st = slot_header(s, b);
-            GMP_TSAN_DESTROY(st->tsan_fiber);
-            VG_STACK_DEREGISTER(st->vg_id);
+        for (int i = 0; i < STACKS_PER_CHUNK; i++) {
+            GMP_TSAN_DESTROY(c->slot[i].tsan_fiber);
+            VG_STACK_DEREGISTER(c->slot[i].vg_id);
         }
     }
     struct stackchunk *c = s->chunks;
@@ -301,7 +299,7 @@ void gmp__stacks_release(struct schedt *s)
                 mprotect(c->base, c->len, PROT_READ | PROT_WRITE);
         }
         gmp__stack_unmap(c->base, c->len);
-        gmp__free(c, sizeof *c);
+        gmp__free(c, CHUNK_RECORD_SIZE);
         c = next;
     }
     s->chunks = NULL;
