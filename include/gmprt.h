@@ -77,7 +77,7 @@ typedef struct gmp_config {
     size_t stack_size;   /* goroutine stack incl. guard; 0: 256 KiB.
                             Otherwise 16 KiB..1 GiB, rounded up to pages.
                             Smaller packs more stacks per page table,
-                            which some VMs charge for (README.md)        */
+                            which some VMs charge for (docs/design.md) */
     int    max_threads;  /* Ms; 0: 10000                                      */
     int    async_preempt_off; /* nonzero: no preemption by signal (as
                             GMP_DEBUG=asyncpreemptoff=1); goroutines are
