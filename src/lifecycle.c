@@ -180,6 +180,7 @@ static struct schedt *runtime_new(const struct settings *set)
     if (!s)
         return NULL;
     s->procs = set->procs;
+    s->cpus = online_cpus();
     s->maxmcount = set->max_threads;
     s->stack_size = set->stack_size;
     s->guard_size = (size_t)sysconf(_SC_PAGESIZE);

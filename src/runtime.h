@@ -337,6 +337,7 @@ struct schedt {
 
     /* Configuration, fixed while running. */
     int         procs;
+    int         cpus;               /* CPUs we may run on, at the start */
     int         maxmcount;
     size_t      stack_size;         /* bytes per stack slot, guard included */
     size_t      guard_size;
