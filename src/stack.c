@@ -6,9 +6,9 @@
  * (struct gstack) sits in its chunk's array. Slots come in chunks of
  * STACKS_PER_CHUNK, mapped with MAP_NORESERVE so that only touched pages
  * cost memory, and prepared a whole chunk at a time (chunk_new): guards,
- * and with few Ps each slot's top page faulted in. Guards
- * are installed with MADV_GUARD_INSTALL (Linux 6.13+: no extra mappings,
- * so a million stacks stay far below vm.max_map_count) and with
+ * and, when few Ps can run at once, each slot's top page faulted in.
+ * Guards are installed with MADV_GUARD_INSTALL (Linux 6.13+: no extra
+ * mappings, so a million stacks stay far below vm.max_map_count) and with
  * mprotect(PROT_NONE) where the kernel lacks it (each guard then splits
  * the mapping).
  *
@@ -172,10 +172,10 @@ static void stack_setup(struct schedt *s, char *page)
  *   less. `timers` without the populate, from procs=3 to 16: 10-35%
  *   faster, timers 2-4x less late (at procs=16, 105 ms against 135,
  *   250-280 us late against 680-910); at procs=2 the same either way.
- *   What contends is chunks prepared at the same moment, so the CPUs
+ * - What contends is chunks prepared at the same moment, so the CPUs
  *   count, not the Ps: on the 2-CPU VM at procs=4 and 16 the populate
- *   saves 7-10% (395 ms against 426, 462 against 516; medians of 5,
- *   alternated).
+ *   saves 7-10% of `timers` (395 ms against 426, 462 against 516;
+ *   medians of 5, alternated).
  *
  * A slot whose guard cannot be installed is never handed out; its page
  * stays mapped until the runtime stops. Context: g0, owner of pp, no lock
