@@ -104,10 +104,11 @@ if [ "$ARCH" = aarch64 ]; then
     note "aarch64 under $qemu: the figures show that it runs, not its speed"
 fi
 
-# build_helper TARGET: builds one CMake target of BUILD_DIR; false, with a
-# note, if it fails.
+# build_helper TARGET: builds one CMake target of BUILD_DIR, a program in
+# its bench/; false, with a note, if that leaves no program to run.
 build_helper() {
-    cmake --build "$BUILD_DIR" --target "$1" >"$OUT/$1-build.log" 2>&1 && return
+    cmake --build "$BUILD_DIR" --target "$1" >"$OUT/$1-build.log" 2>&1 &&
+        [ -x "$BUILD_DIR/bench/$1" ] && return
     note "$1 build failed (see $OUT/$1-build.log)"
     return 1
 }
@@ -182,7 +183,6 @@ else
     fi
     [ -x "$BOOST_BIN" ] || BOOST_BIN=
 fi
-[ -n "$ECHO_CLIENT" ] && [ ! -x "$ECHO_CLIENT" ] && ECHO_CLIENT=
 
 # ---- what each case runs ----------------------------------------------
 
