@@ -47,7 +47,9 @@ static inline void gmp__ctx_make(struct gmp__ctx *c, void *hi,
     uintptr_t top = (uintptr_t)hi & ~(uintptr_t)15;
     struct gmp__ctx_frame *f = (struct gmp__ctx_frame *)(top - GMP_CTX_FRAME);
     gmp__ctx_frame_init(f, fn, arg);
-    c->sp = f;
+    /* Relaxed: a plain store; atomic because a G's saved sp is read by
+     * gmp_dump and gmp_stacks_foreach without stopping it. */
+    __atomic_store_n(&c->sp, (void *)f, __ATOMIC_RELAXED);
 }
 
 #endif /* GMP_ARCH_CONTEXT_H */

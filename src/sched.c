@@ -733,7 +733,9 @@ static inline void resumed(struct g *gp, void *from)
     }
     GMP_ASAN_FINISH(gp->asan_fake, NULL, NULL);
     now->directfrom = NULL;
-    prev->ctx.sp = from;
+    /* Relaxed: a plain store; atomic for gmp_dump and gmp_stacks_foreach,
+     * which read it without stopping the G (trace.c). */
+    __atomic_store_n(&prev->ctx.sp, from, __ATOMIC_RELAXED);
     prev->m = NULL;
     /* Release: as in gmp__mloop's SW_PARK. */
     atomic_store_explicit(&prev->status, G_WAITING, memory_order_release);
@@ -850,10 +852,12 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
     if (!inherit)
         gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
     if (!gp->stk) {
-        gp->stk = gmp__stackalloc(s, pp);
-        if (GMP_UNLIKELY(!gp->stk))
+        struct gstack *stk = gmp__stackalloc(s, pp);
+        if (GMP_UNLIKELY(!stk))
             gmp__throw("out of memory: cannot allocate a goroutine stack");
-        gmp__ctx_make(&gp->ctx, gstack_hi(gp->stk), gentry, gp);
+        gmp__ctx_make(&gp->ctx, gstack_hi(stk), gentry, gp);
+        /* Relaxed: as gp->ctx.sp below. */
+        __atomic_store_n(&gp->stk, stk, __ATOMIC_RELAXED);
     }
     /* Relaxed: a hint for the exit protocol (lifecycle.c), which decides
      * under sched.lock and tolerates a stale value. */
@@ -870,7 +874,8 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
      * (gmp__park_direct): mp->curg. */
     void *sp = gmp__ctx_jump(gp->ctx.sp);
     gp = mp->curg;
-    gp->ctx.sp = sp;
+    /* Relaxed: as in resumed. */
+    __atomic_store_n(&gp->ctx.sp, sp, __ATOMIC_RELAXED);
 #ifdef GMP_ASAN
     GMP_ASAN_FINISH(fake, NULL, NULL);
 #endif
@@ -959,7 +964,7 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
     GMP_ASAN_UNPOISON(gp->ctx.sp,
                       (size_t)(gstack_hi(gp->stk) - (char *)gp->ctx.sp));
     gmp__stackfree(s, pp, gp->stk);
-    gp->stk = NULL;
+    __atomic_store_n(&gp->stk, NULL, __ATOMIC_RELAXED);  /* as in execute */
     gp->m = NULL;
     /* Release: see gmp__live_goroutines for the order readers rely on. */
     gmp__owner_inc(&pp->nexited, memory_order_release);

@@ -359,9 +359,14 @@ static void walk(struct wr *w, uintptr_t fp, uintptr_t lo, uintptr_t hi,
  * frame pointer (arch/<arch>/frame.h). */
 static void walk_saved(struct wr *w, struct g *gp)
 {
-    uintptr_t lo = (uintptr_t)gp->stk->lo;
-    uintptr_t hi = (uintptr_t)gstack_hi(gp->stk);
-    uintptr_t sp = (uintptr_t)gp->ctx.sp;
+    /* Relaxed, both: the G may run meanwhile (see the file comment); a
+     * stack's bounds never change, and sp is checked against them. */
+    struct gstack *stk = __atomic_load_n(&gp->stk, __ATOMIC_RELAXED);
+    if (!stk)
+        return;
+    uintptr_t lo = (uintptr_t)stk->lo;
+    uintptr_t hi = (uintptr_t)gstack_hi(stk);
+    uintptr_t sp = (uintptr_t)__atomic_load_n(&gp->ctx.sp, __ATOMIC_RELAXED);
     if (sp < lo || sp > hi - GMP_CTX_FRAME)
         return;
 #if defined(__x86_64__)
@@ -474,14 +479,16 @@ static void stack_of(struct g *gp, void *arg)
     struct stacksctx *c = arg;
     /* Acquire: as in dump_g, for the saved context. */
     uint32_t st = atomic_load_explicit(&gp->status, memory_order_acquire);
-    if (st == G_IDLE || st == G_DEAD || !gp->stk)
+    /* Relaxed, stk and sp: as in walk_saved. */
+    struct gstack *stk = __atomic_load_n(&gp->stk, __ATOMIC_RELAXED);
+    if (st == G_IDLE || st == G_DEAD || !stk)
         return;
-    char *lo = gp->stk->lo, *hi = gstack_hi(gp->stk);
+    char *lo = stk->lo, *hi = gstack_hi(stk);
     char *sp = lo;                  /* running elsewhere: all of it */
     if (gp == c->self)
         sp = __builtin_frame_address(0);
     else if (st == G_WAITING || st == G_RUNNABLE)
-        sp = gp->ctx.sp;
+        sp = __atomic_load_n(&gp->ctx.sp, __ATOMIC_RELAXED);
     if (sp < lo || sp > hi)
         sp = lo;
     c->cb(lo, hi, sp, c->arg);
