@@ -233,10 +233,17 @@ struct gslab {                      /* header of an mmap'd chunk of Gs */
     struct g      gs[];
 };
 
-struct stackchunk {                 /* one mmap holding many stacks */
-    struct stackchunk *next;
+struct stackarena {                 /* one mapping, carved into chunks */
+    struct stackarena *next;
     char              *base;
     size_t             len;
+    size_t             carved;      /* bytes handed to chunks, from base */
+    bool               tables;      /* page tables made for all of it */
+};
+
+struct stackchunk {                 /* STACKS_PER_CHUNK slots of an arena */
+    struct stackchunk *next;
+    char              *base;
     struct gstack      slot[];      /* one per stack slot, in order */
 };
 
@@ -329,6 +336,8 @@ struct schedt {
     struct sudogchunk *sudogchunks;
     GMP_ALIGNED struct gmp__mutex stacklock;
     struct gstack *sfree;
+    struct gmp__mutex arenalock;    /* guards the four below (stack.c) */
+    struct stackarena *arenas;      /* the first is carved from */
     struct stackchunk *chunks;
     int         guard_mode;         /* 0 unknown, 1 MADV_GUARD_INSTALL,
                                        2 mprotect */

@@ -2,8 +2,10 @@
  * test_stack.c - goroutine stacks: a runaway recursion dies with the
  * promised report naming the goroutine (in a forked child); a goroutine
  * can use most of its configured stack; stacks are ABI-aligned and the
- * floating-point control state is per goroutine; a million goroutines can
- * be alive at once with the default configuration.
+ * floating-point control state is per goroutine; with many stacks held,
+ * every one has its guard, and the address space goes back at shutdown;
+ * a million goroutines can be alive at once with the default
+ * configuration.
  *
  * Each test starts and stops its own runtime. The overflow tests fork, and
  * run first, while no runtime (and no runtime thread) exists here.
@@ -12,6 +14,7 @@
 
 #include <limits.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 
 #include "runtime.h"        /* gmp__guard_region_works */
 
@@ -439,6 +442,89 @@ static void test_stack_million_alive_at_once(void **state)
                   (double)(h_now() - t0) / 1e9);
 }
 
+/* ---- Many stacks held: guards, and address space back ----------------- */
+
+static struct {
+    _Atomic int64_t started;
+    _Atomic int release;
+} hold;
+
+static void hold_fn(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&hold.started, 1);
+    while (!atomic_load(&hold.release))
+        gmp_sleep(1000000);
+}
+
+/* Starts a runtime at procs=2 with n goroutines that each hold a stack
+ * until hold_end: two dozen chunks for n = 1,500, the later ones carved
+ * after their arena's page tables were made (stack.c, arena_tables). */
+static void hold_start(int n)
+{
+    memset(&hold, 0, sizeof hold);
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = 2;
+    assert_int_equal(gmp_init(&cfg), 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(gmp_go(hold_fn, NULL), 0);
+    assert_int_equal(h_wait(&hold.started, n), 0);
+}
+
+static void hold_end(void)
+{
+    atomic_store(&hold.release, 1);
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_int_equal(gmp_shutdown(), 0);
+}
+
+/* Counts stacks whose guard, the page below lo, can be read: the kernel's
+ * own copy from a guard page fails with EFAULT, whichever way it was
+ * installed. */
+static void count_unguarded(void *lo, void *hi, void *sp, void *arg)
+{
+    (void)hi, (void)sp;
+    char byte;
+    struct iovec to = {.iov_base = &byte, .iov_len = 1};
+    struct iovec from = {.iov_base = (char *)lo - 1, .iov_len = 1};
+    if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) >= 0 ||
+        errno != EFAULT)
+        ++*(long *)arg;
+}
+
+/* Every stack in use has its guard, in every chunk: those carved after
+ * their arena's page tables were made ahead got theirs too. */
+static void test_stack_every_held_stack_guarded(void **state)
+{
+    enum { N = 1500 };
+    hold_start(N);
+    long unguarded = 0;
+    int n = gmp_stacks_foreach(count_unguarded, &unguarded);
+    hold_end();
+    assert_true(n >= N);
+    assert_int_equal(unguarded, 0);
+}
+
+/* After gmp_shutdown the process maps no more than it did after a first
+ * such cycle (which let the C library set up what it keeps): each
+ * cycle's arena, a gigabyte of address space, went back. */
+static void test_stack_arenas_unmapped_at_shutdown(void **state)
+{
+    long after[2];
+    for (int cycle = 0; cycle < 2; cycle++) {
+        hold_start(1500);
+        hold_end();
+        FILE *f = fopen("/proc/self/statm", "r");  /* first: size, pages */
+        assert_non_null(f);
+        assert_int_equal(fscanf(f, "%ld", &after[cycle]), 1);
+        fclose(f);
+    }
+    long grew = (after[1] - after[0]) * sysconf(_SC_PAGESIZE);
+    print_message("mapped after the second cycle: %+ld KiB\n", grew / 1024);
+    assert_true(grew < (256L << 20));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
@@ -450,6 +536,8 @@ int main(void)
         cmocka_unit_test(test_stack_aligned_16),
         cmocka_unit_test(test_stack_fp_control_is_per_goroutine),
         cmocka_unit_test(test_stack_callee_saved_registers_survive_switches),
+        cmocka_unit_test(test_stack_every_held_stack_guarded),
+        cmocka_unit_test(test_stack_arenas_unmapped_at_shutdown),
         cmocka_unit_test(test_stack_million_alive_at_once),
     };
     return cmocka_run_group_tests_name("stack", t, NULL, NULL);
