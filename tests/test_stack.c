@@ -493,11 +493,33 @@ static void count_unguarded(void *lo, void *hi, void *sp, void *arg)
         ++*(long *)arg;
 }
 
+/* Whether the kernel's copy (process_vm_readv) fails on a PROT_NONE page
+ * here: not under qemu-user, which passes it guest addresses as they are. */
+static bool readv_sees_guards(void)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, (size_t)pg, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    char byte;
+    struct iovec to = {.iov_base = &byte, .iov_len = 1};
+    struct iovec from = {.iov_base = p, .iov_len = 1};
+    bool sees = process_vm_readv(getpid(), &to, 1, &from, 1, 0) < 0 &&
+                errno == EFAULT;
+    munmap(p, (size_t)pg);
+    return sees;
+}
+
 /* Every stack in use has its guard, in every chunk: those carved after
  * their arena's page tables were made ahead got theirs too. */
 static void test_stack_every_held_stack_guarded(void **state)
 {
     enum { N = 1500 };
+    if (!readv_sees_guards()) {
+        print_message("process_vm_readv reads PROT_NONE pages here: "
+                      "the overflow tests check guards instead\n");
+        skip();
+    }
     hold_start(N);
     long unguarded = 0;
     int n = gmp_stacks_foreach(count_unguarded, &unguarded);
