@@ -12,7 +12,9 @@
  *     on a plain thread gmp_sleep sleeps that thread, with or without a
  *     runtime;
  *   - timers fire while every P is busy with goroutines that yield, and
- *     with goroutines that spin without a runtime call (preemption);
+ *     with goroutines that spin without a runtime call (preemption); and
+ *     with preemption off, on a P held by such a spinner while the other
+ *     Ps stay busy (other Ps run timers their own P left overdue);
  *   - a new, earlier timer wakes an idle poller that sleeps for a later
  *     one: a 20 ms sleeper started while a 2 s one sleeps (every P idle)
  *     wakes before the 2 s one is even due;
@@ -605,6 +607,69 @@ static void test_sleep_fires_while_ps_spin(void **state)
     }
     assert_quiet();
 }
+
+/* ---- Timers of a P whose M never schedules ------------------------------ */
+
+#define STUCK_SLEEPERS 64           /* per P */
+
+static _Atomic int64_t stuck_woke;
+
+static void stuck_sleeper(void *arg)
+{
+    (void)arg;
+    struct span s = span_start();
+    gmp_sleep(100 * MS);
+    G_CHECK(span_at_least(s, 100 * MS));
+    atomic_fetch_add(&stuck_woke, 1);
+}
+
+/* Starts the spinner, which goes to this P's runnext, then sleeps: the
+ * P runs the spinner next, its timer on it. */
+static void stuck_trap(void *arg)
+{
+    G_CHECK(gmp_go(busy_spinner, NULL) == 0);
+    stuck_sleeper(arg);
+}
+
+/* Twice as many goroutines as Ps yield in a loop, so every P always has
+ * work and none goes idle to steal timers. Sleepers, their timers on
+ * whichever Ps ran them; then a goroutine starts one that spins without
+ * a runtime call and sleeps, so that its P runs the spinner with its
+ * timer on it. With asyncpreemptoff=1 (this group) the spinner is never
+ * preempted: that P never reaches a scheduling point again. The
+ * sleepers with timers there wake only because a busy P runs timers
+ * that their own P has left overdue (sched.c, rescue_timers); then
+ * everything stops. */
+static void test_sleep_fires_while_a_p_never_schedules(void **state)
+{
+    bad_reset();
+    int procs = procs_of(state);
+    int64_t nsleep = STUCK_SLEEPERS * procs + 1, nbusy = 2 * procs + 1;
+    atomic_store(&stuck_woke, 0);
+    busy_reset();
+    for (int64_t i = 1; i < nbusy; i++)
+        assert_int_equal(gmp_go(busy_yielder, NULL), 0);
+    assert_int_equal(h_wait(&busy.started, nbusy - 1), 0);
+    for (int64_t i = 1; i < nsleep; i++)
+        assert_int_equal(gmp_go(stuck_sleeper, NULL), 0);
+    assert_int_equal(gmp_go(stuck_trap, NULL), 0);
+    int rc = h_wait(&stuck_woke, nsleep);
+    atomic_store(&busy.stop, 1);
+    assert_int_equal(busy_wait(nbusy), 0);
+    assert_int_equal(rc, 0);
+    assert_quiet();
+}
+
+static int up_nopreempt(void **state, int procs)
+{
+    setenv("GMP_DEBUG", "asyncpreemptoff=1", 1);
+    int rc = h_up(state, procs);
+    unsetenv("GMP_DEBUG");
+    return rc;
+}
+
+static int up_nopreempt_2(void **state) { return up_nopreempt(state, 2); }
+static int up_nopreempt_4(void **state) { return up_nopreempt(state, 4); }
 
 /* ---- An earlier timer wakes the idle poller ----------------------------- */
 
@@ -1331,10 +1396,17 @@ int main(void)
         cmocka_unit_test(test_cond_signal_races_timeout),
         cmocka_unit_test(test_cond_broadcast_mixed_timed_and_untimed),
     };
+    const struct CMUnitTest nopreempt[] = {
+        cmocka_unit_test(test_sleep_fires_while_a_p_never_schedules),
+    };
     /* The forking tests first, while no runtime runs in this process. */
     return cmocka_run_group_tests_name("timer fork", fork, NULL, NULL)
          + cmocka_run_group_tests_name("timer no runtime", none, NULL, NULL)
          + cmocka_run_group_tests_name("timer procs=1", t, h_up_1, h_down)
          + cmocka_run_group_tests_name("timer procs=2", t, h_up_2, h_down)
-         + cmocka_run_group_tests_name("timer procs=4", t, h_up_4, h_down);
+         + cmocka_run_group_tests_name("timer procs=4", t, h_up_4, h_down)
+         + cmocka_run_group_tests_name("timer procs=2, asyncpreemptoff=1",
+                                       nopreempt, up_nopreempt_2, h_down)
+         + cmocka_run_group_tests_name("timer procs=4, asyncpreemptoff=1",
+                                       nopreempt, up_nopreempt_4, h_down);
 }
