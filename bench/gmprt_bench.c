@@ -882,7 +882,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (strcmp(case_name, cases[i].name) != 0)
             continue;
-        gmp_config_t cfg = {.procs = procs};
+        /* A run that hangs and is killed with SIGQUIT (CI's timeout)
+         * says where every goroutine waits. */
+        gmp_config_t cfg = {.procs = procs, .dump_on_sigquit = 1};
         int err = gmp_main(cases[i].fn, NULL, &cfg);
         if (err) {
             fprintf(stderr, "gmprt-bench: gmp_main: %s\n", gmp_strerror(err));
