@@ -533,6 +533,11 @@ static void test_stack_every_held_stack_guarded(void **state)
  * cycle's arena, a gigabyte of address space, went back. */
 static void test_stack_arenas_unmapped_at_shutdown(void **state)
 {
+#if defined(H_TSAN) || defined(H_ASAN)
+    /* Their runtimes map memory of their own per thread and keep it (TSan
+     * grew by 270 MiB over the second cycle once). */
+    skip();
+#endif
     long after[2];
     for (int cycle = 0; cycle < 2; cycle++) {
         hold_start(1500);
@@ -544,7 +549,7 @@ static void test_stack_arenas_unmapped_at_shutdown(void **state)
     }
     long grew = (after[1] - after[0]) * sysconf(_SC_PAGESIZE);
     print_message("mapped after the second cycle: %+ld KiB\n", grew / 1024);
-    assert_true(grew < (256L << 20));
+    assert_true(grew < (512L << 20));   /* an arena is 1 GiB */
 }
 
 int main(void)
