@@ -238,7 +238,6 @@ struct stackarena {                 /* one mapping, carved into chunks */
     char              *base;
     size_t             len;
     size_t             carved;      /* bytes handed to chunks, from base */
-    bool               tables;      /* page tables made for all of it */
 };
 
 struct stackchunk {                 /* STACKS_PER_CHUNK slots of an arena */

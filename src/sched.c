@@ -659,10 +659,12 @@ static void rescue_timers(struct schedt *s, struct p *pp, int64_t *now)
 {
     for (int i = 0; i < s->procs; i++) {
         struct p *victim = &s->allp[i];
+        if (victim == pp)
+            continue;               /* checked just before */
         /* Relaxed: a hint, as in gmp__checktimers, which decides. */
         int64_t w = atomic_load_explicit(&victim->timer0when,
                                          memory_order_relaxed);
-        if (w == 0 || victim == pp)
+        if (w == 0)
             continue;
         if (*now == 0)
             *now = gmp_nanotime();

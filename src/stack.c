@@ -145,6 +145,15 @@ static void stack_setup(struct schedt *s, char *page)
 #endif
 }
 
+/* Fills iov with n ranges of len bytes, the first at first, step apart:
+ * one batch of advice for advise_all. */
+static void iov_fill(struct iovec *iov, int n, char *first, size_t step,
+                     size_t len)
+{
+    for (int i = 0; i < n; i++)
+        iov[i] = (struct iovec){first + (size_t)i * step, len};
+}
+
 /* Maps len bytes at an address aligned to ARENA_SIZE: a reservation of
  * len + ARENA_SIZE, trimmed. NULL when the address space is short (a
  * limit on it), for the caller to map less. */
@@ -158,8 +167,7 @@ static char *map_aligned(size_t len)
     char *a = (char *)(((uintptr_t)p + ARENA_SIZE - 1) & ~(ARENA_SIZE - 1));
     if (a > p)
         munmap(p, (size_t)(a - p));
-    if (p + span > a + len)
-        munmap(a + len, (size_t)(p + span - (a + len)));
+    munmap(a + len, (size_t)(p + span - (a + len)));  /* at least a page */
     return a;
 }
 
@@ -201,17 +209,16 @@ static struct stackarena *arena_new(struct schedt *s)
 static void arena_tables(struct schedt *s, struct stackarena *a)
 {
     size_t span = s->guard_size * (s->guard_size / sizeof(uint64_t));
-    size_t stride = span > s->stack_size ? span / s->stack_size : 1;
-    size_t nslots = a->len / s->stack_size;
+    size_t step = (span > s->stack_size ? span / s->stack_size : 1) *
+                  s->stack_size;
+    size_t left = (a->len + step - 1) / step;   /* guards to install */
     struct iovec iov[STACKS_PER_CHUNK];
-    int n = 0;
-    for (size_t j = 0; j < nslots; j += stride) {
-        iov[n++] = (struct iovec){a->base + j * s->stack_size, s->guard_size};
-        if (n == STACKS_PER_CHUNK || j + stride >= nslots) {
-            if (!advise_all(s, iov, n, MADV_GUARD_INSTALL))
-                return;
-            n = 0;
-        }
+    for (char *at = a->base; left > 0; at += STACKS_PER_CHUNK * step) {
+        int n = left < STACKS_PER_CHUNK ? (int)left : STACKS_PER_CHUNK;
+        iov_fill(iov, n, at, step, s->guard_size);
+        if (!advise_all(s, iov, n, MADV_GUARD_INSTALL))
+            return;
+        left -= (size_t)n;
     }
 }
 
@@ -287,10 +294,8 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
         gmp__free(c, CHUNK_RECORD_SIZE);
         return NULL;
     }
-    if (s->guard_mode == GUARD_MADVISE && a->carved != 0 && !a->tables) {
-        arena_tables(s, a);
-        a->tables = true;
-    }
+    if (s->guard_mode == GUARD_MADVISE && a->carved == chunk)
+        arena_tables(s, a);         /* the second chunk: see above */
     c->base = a->base + a->carved;
     a->carved += chunk;
     c->next = s->chunks;
@@ -298,15 +303,12 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
     gmp__unlock(&s->arenalock);
 
     struct iovec iov[STACKS_PER_CHUNK];
-    for (int i = 0; i < STACKS_PER_CHUNK; i++)
-        iov[i] = (struct iovec){c->base + (size_t)i * s->stack_size,
-                                s->guard_size};
+    size_t page = s->guard_size;
+    iov_fill(iov, STACKS_PER_CHUNK, c->base, s->stack_size, page);
     bool guarded = s->guard_mode == GUARD_MADVISE &&
                    advise_all(s, iov, STACKS_PER_CHUNK, MADV_GUARD_INSTALL);
-    size_t page = s->guard_size;
-    for (int i = 0; i < STACKS_PER_CHUNK; i++)
-        iov[i] = (struct iovec){c->base + (size_t)(i + 1) * s->stack_size -
-                                    page, page};
+    iov_fill(iov, STACKS_PER_CHUNK, c->base + s->stack_size - page,
+             s->stack_size, page);          /* each slot's top page */
     int busy = s->procs < s->cpus ? s->procs : s->cpus;
     if (busy <= POPULATE_MAX_BUSY &&
         !advise_all(s, iov, STACKS_PER_CHUNK, MADV_POPULATE_WRITE))
