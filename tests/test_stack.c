@@ -446,15 +446,15 @@ static void test_stack_million_alive_at_once(void **state)
 
 static struct {
     _Atomic int64_t started;
-    _Atomic int release;
+    gmp_chan_t *release;            /* closed by hold_end */
 } hold;
 
 static void hold_fn(void *arg)
 {
     (void)arg;
     atomic_fetch_add(&hold.started, 1);
-    while (!atomic_load(&hold.release))
-        gmp_sleep(1000000);
+    if (gmp_chan_recv(hold.release, NULL) != GMP_ECLOSED)
+        abort();                    /* nothing is ever sent on it */
 }
 
 /* Starts a runtime at procs=2 with n goroutines that each hold a stack
@@ -462,11 +462,12 @@ static void hold_fn(void *arg)
  * after their arena's page tables were made (stack.c, arena_tables). */
 static void hold_start(int n)
 {
-    memset(&hold, 0, sizeof hold);
     gmp_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.procs = 2;
     assert_int_equal(gmp_init(&cfg), 0);
+    atomic_store(&hold.started, 0);
+    assert_non_null(hold.release = gmp_chan_make(0, 0));
     for (int i = 0; i < n; i++)
         assert_int_equal(gmp_go(hold_fn, NULL), 0);
     assert_int_equal(h_wait(&hold.started, n), 0);
@@ -474,38 +475,40 @@ static void hold_start(int n)
 
 static void hold_end(void)
 {
-    atomic_store(&hold.release, 1);
+    assert_int_equal(gmp_chan_close(hold.release), 0);
     assert_int_equal(h_wait_quiet(), 0);
     assert_int_equal(gmp_shutdown(), 0);
+    gmp_chan_free(hold.release);
 }
 
-/* Counts stacks whose guard, the page below lo, can be read: the kernel's
- * own copy from a guard page fails with EFAULT, whichever way it was
- * installed. */
+/* Whether the kernel's own copy (process_vm_readv) can read the byte at
+ * p: it cannot from a guard page, whichever way it was installed. */
+static bool kernel_reads(const char *p)
+{
+    char byte;
+    struct iovec to = {.iov_base = &byte, .iov_len = 1};
+    struct iovec from = {.iov_base = (void *)p, .iov_len = 1};
+    return process_vm_readv(getpid(), &to, 1, &from, 1, 0) >= 0 ||
+           errno != EFAULT;
+}
+
+/* Counts stacks whose guard, the page below lo, can be read. */
 static void count_unguarded(void *lo, void *hi, void *sp, void *arg)
 {
     (void)hi, (void)sp;
-    char byte;
-    struct iovec to = {.iov_base = &byte, .iov_len = 1};
-    struct iovec from = {.iov_base = (char *)lo - 1, .iov_len = 1};
-    if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) >= 0 ||
-        errno != EFAULT)
+    if (kernel_reads((char *)lo - 1))
         ++*(long *)arg;
 }
 
-/* Whether the kernel's copy (process_vm_readv) fails on a PROT_NONE page
- * here: not under qemu-user, which passes it guest addresses as they are. */
+/* Whether a PROT_NONE page stops the kernel's copy here: not under
+ * qemu-user, which passes it guest addresses as they are. */
 static bool readv_sees_guards(void)
 {
     long pg = sysconf(_SC_PAGESIZE);
     char *p = mmap(NULL, (size_t)pg, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(p != MAP_FAILED);
-    char byte;
-    struct iovec to = {.iov_base = &byte, .iov_len = 1};
-    struct iovec from = {.iov_base = p, .iov_len = 1};
-    bool sees = process_vm_readv(getpid(), &to, 1, &from, 1, 0) < 0 &&
-                errno == EFAULT;
+    bool sees = !kernel_reads(p);
     munmap(p, (size_t)pg);
     return sees;
 }
