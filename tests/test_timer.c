@@ -612,15 +612,19 @@ static void test_sleep_fires_while_ps_spin(void **state)
 
 #define STUCK_SLEEPERS 64           /* per P */
 
-static _Atomic int64_t stuck_woke;
+static struct {
+    int64_t sleep_ns;               /* bound before the sleepers start */
+    _Atomic int64_t in, woke;
+} stuck;
 
 static void stuck_sleeper(void *arg)
 {
     (void)arg;
     struct span s = span_start();
-    gmp_sleep(100 * MS);
-    G_CHECK(span_at_least(s, 100 * MS));
-    atomic_fetch_add(&stuck_woke, 1);
+    atomic_fetch_add(&stuck.in, 1);
+    gmp_sleep(stuck.sleep_ns);
+    G_CHECK(span_at_least(s, stuck.sleep_ns));
+    atomic_fetch_add(&stuck.woke, 1);
 }
 
 /* Starts the spinner, which goes to this P's runnext, then sleeps: the
@@ -631,31 +635,54 @@ static void stuck_trap(void *arg)
     stuck_sleeper(arg);
 }
 
-/* Twice as many goroutines as Ps yield in a loop, so every P always has
- * work and none goes idle to steal timers. Sleepers, their timers on
- * whichever Ps ran them; then a goroutine starts one that spins without
- * a runtime call and sleeps, so that its P runs the spinner with its
- * timer on it. With asyncpreemptoff=1 (this group) the spinner is never
- * preempted: that P never reaches a scheduling point again. The
- * sleepers with timers there wake only because a busy P runs timers
- * that their own P has left overdue (sched.c, rescue_timers); then
- * everything stops. */
-static void test_sleep_fires_while_a_p_never_schedules(void **state)
+/* One try of the test below with sleeps of sleep_ns. Returns 1 when the
+ * trap was not set before the first timer was due (a machine too slow
+ * for sleep_ns: the try shows nothing), else 0 or -1 from the wait. */
+static int stuck_try(int procs, int64_t sleep_ns)
 {
-    bad_reset();
-    int procs = procs_of(state);
     int64_t nsleep = STUCK_SLEEPERS * procs + 1, nbusy = 2 * procs + 1;
-    atomic_store(&stuck_woke, 0);
+    stuck.sleep_ns = sleep_ns;
+    atomic_store(&stuck.in, 0);
+    atomic_store(&stuck.woke, 0);
     busy_reset();
     for (int64_t i = 1; i < nbusy; i++)
         assert_int_equal(gmp_go(busy_yielder, NULL), 0);
     assert_int_equal(h_wait(&busy.started, nbusy - 1), 0);
+    int64_t t0 = gmp_nanotime();    /* no sleeper is due before t0 + sleep */
     for (int64_t i = 1; i < nsleep; i++)
         assert_int_equal(gmp_go(stuck_sleeper, NULL), 0);
+    /* Every sleeper in its sleep, none left in a queue that the trapped
+     * P would hold. */
+    assert_int_equal(h_wait(&stuck.in, nsleep - 1), 0);
     assert_int_equal(gmp_go(stuck_trap, NULL), 0);
-    int rc = h_wait(&stuck_woke, nsleep);
+    assert_int_equal(h_wait(&busy.started, nbusy), 0);
+    /* The spinner runs. If no timer was due yet, none readied a sleeper
+     * onto the trapped P's queue before it started. */
+    int rc = gmp_nanotime() < t0 + sleep_ns ? h_wait(&stuck.woke, nsleep) : 1;
     atomic_store(&busy.stop, 1);
     assert_int_equal(busy_wait(nbusy), 0);
+    assert_int_equal(h_wait(&stuck.woke, nsleep), 0);
+    return rc;
+}
+
+/* Twice as many goroutines as Ps yield in a loop, so every P always has
+ * work and none goes idle to steal timers. Sleepers, their timers on
+ * whichever Ps ran them; once all sleep, a goroutine starts one that
+ * spins without a runtime call and sleeps, so that its P runs the
+ * spinner with its timer on it. With asyncpreemptoff=1 (this group) the
+ * spinner is never preempted: that P never reaches a scheduling point
+ * again. The sleepers with timers there wake only because a busy P runs
+ * timers that their own P has left overdue (sched.c, rescue_timers);
+ * then everything stops. A sleeper whose timer fired before the trap
+ * was set could be queued on the trapped P, as it would be in Go: such
+ * a try is repeated with longer sleeps. */
+static void test_sleep_fires_while_a_p_never_schedules(void **state)
+{
+    bad_reset();
+    int procs = procs_of(state);
+    int rc = 1;
+    for (int64_t ns = 100 * MS; rc == 1 && ns <= 6400 * MS; ns *= 4)
+        rc = stuck_try(procs, ns);
     assert_int_equal(rc, 0);
     assert_quiet();
 }
