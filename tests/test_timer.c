@@ -669,7 +669,7 @@ static int stuck_try(int procs, int64_t sleep_ns)
  * work and none goes idle to steal timers. Sleepers, their timers on
  * whichever Ps ran them; once all sleep, a goroutine starts one that
  * spins without a runtime call and sleeps, so that its P runs the
- * spinner with its timer on it. With asyncpreemptoff=1 (this group) the
+ * spinner with its timer on it. With async_preempt_off (this group) the
  * spinner is never preempted: that P never reaches a scheduling point
  * again. The sleepers with timers there wake only because a busy P runs
  * timers that their own P has left overdue (sched.c, rescue_timers);
@@ -689,10 +689,11 @@ static void test_sleep_fires_while_a_p_never_schedules(void **state)
 
 static int up_nopreempt(void **state, int procs)
 {
-    setenv("GMP_DEBUG", "asyncpreemptoff=1", 1);
-    int rc = h_up(state, procs);
-    unsetenv("GMP_DEBUG");
-    return rc;
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = procs;
+    cfg.async_preempt_off = 1;
+    return h_up_with(state, &cfg);
 }
 
 static int up_nopreempt_2(void **state) { return up_nopreempt(state, 2); }
@@ -1432,8 +1433,8 @@ int main(void)
          + cmocka_run_group_tests_name("timer procs=1", t, h_up_1, h_down)
          + cmocka_run_group_tests_name("timer procs=2", t, h_up_2, h_down)
          + cmocka_run_group_tests_name("timer procs=4", t, h_up_4, h_down)
-         + cmocka_run_group_tests_name("timer procs=2, asyncpreemptoff=1",
+         + cmocka_run_group_tests_name("timer procs=2, async_preempt_off",
                                        nopreempt, up_nopreempt_2, h_down)
-         + cmocka_run_group_tests_name("timer procs=4, asyncpreemptoff=1",
+         + cmocka_run_group_tests_name("timer procs=4, async_preempt_off",
                                        nopreempt, up_nopreempt_4, h_down);
 }
