@@ -484,6 +484,7 @@ GMP_HIDDEN void gmp__stackfree(struct schedt *s, struct p *pp,
                                struct gstack *st);
 GMP_HIDDEN void gmp__stacks_release(struct schedt *s);
 GMP_HIDDEN bool gmp__guard_region_works(char *page, size_t len);
+GMP_HIDDEN bool gmp__kernel_refuses(const char *p);
 GMP_HIDDEN int gmp__signals_install(void);
 GMP_HIDDEN void gmp__signals_restore(void);
 GMP_HIDDEN int gmp__altstack_setup(struct m *mp);

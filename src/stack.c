@@ -69,21 +69,28 @@
 
 enum { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 
-/* Installs a guard region on [page, page + len) and reports whether it
- * really faults. MADV_GUARD_INSTALL counts only if the kernel's own copy
- * from the page then fails with EFAULT: an emulator (qemu-user) answers 0
- * to advice it ignores, and a kernel or sandbox without process_vm_readv
- * gets mprotect guards, which always work. Installing the guard again
- * later is a no-op; a failed probe changed nothing. */
-bool gmp__guard_region_works(char *page, size_t len)
+/* Whether the kernel's own copy (process_vm_readv) from the byte at p
+ * fails with EFAULT, as it does from a guard page, whichever way the
+ * guard was installed. Context: any. */
+bool gmp__kernel_refuses(const char *p)
 {
-    if (madvise(page, len, MADV_GUARD_INSTALL) != 0)
-        return false;
     char byte;
     struct iovec to = {.iov_base = &byte, .iov_len = 1};
-    struct iovec from = {.iov_base = page, .iov_len = 1};
+    struct iovec from = {.iov_base = (void *)p, .iov_len = 1};
     return process_vm_readv(getpid(), &to, 1, &from, 1, 0) < 0 &&
            errno == EFAULT;
+}
+
+/* Installs a guard region on [page, page + len) and reports whether it
+ * really faults. MADV_GUARD_INSTALL counts only if the kernel then
+ * refuses to read the page: an emulator (qemu-user) answers 0 to advice
+ * it ignores, and a kernel or sandbox without process_vm_readv gets
+ * mprotect guards, which always work. Installing the guard again later
+ * is a no-op; a failed probe changed nothing. */
+bool gmp__guard_region_works(char *page, size_t len)
+{
+    return madvise(page, len, MADV_GUARD_INSTALL) == 0 &&
+           gmp__kernel_refuses(page);
 }
 
 /* Applies advice to every range of iov in one system call (process_madvise
