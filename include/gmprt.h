@@ -74,10 +74,13 @@ typedef struct gmp_config {
     int    procs;        /* Ps, 1..256; 0: $GMP_MAXPROCS, else the online
                             CPUs this process may run on (its affinity
                             mask, as Go's NumCPU)                        */
-    size_t stack_size;   /* goroutine stack incl. guard; 0: 256 KiB.
-                            Otherwise 16 KiB..1 GiB, rounded up to pages.
-                            Smaller packs more stacks per page table,
-                            which some VMs charge for (docs/design.md) */
+    size_t stack_size;   /* goroutine stack incl. guard; 0: 128 KiB
+                            (Boost.Context's default). Otherwise 16 KiB
+                            ..1 GiB, rounded up to pages. A stack cannot
+                            grow: code that recurses deep or keeps big
+                            arrays on the stack needs more. Smaller packs
+                            more stacks per page table, which some VMs
+                            charge for (docs/design.md) */
     int    max_threads;  /* Ms; 0: 10000                                      */
     int    async_preempt_off; /* nonzero: no preemption by signal (as
                             GMP_DEBUG=asyncpreemptoff=1); goroutines are

@@ -38,7 +38,7 @@
 #include "timer.h"
 #include "park.h"
 
-#define DEFAULT_STACK   (256 * 1024)
+#define DEFAULT_STACK   (128 * 1024)
 #define MIN_STACK       (16 * 1024)
 #define MAX_STACK       ((size_t)1 << 30)
 #define DEFAULT_THREADS 10000

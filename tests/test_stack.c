@@ -179,7 +179,7 @@ static void test_stack_three_quarters_usable(void **state)
         memset(&cfg, 0, sizeof cfg);
         cfg.procs = 2;
         cfg.stack_size = sizes[i];
-        size_t eff = sizes[i] ? sizes[i] : 256 * 1024;
+        size_t eff = sizes[i] ? sizes[i] : 128 * 1024; /* the default */
         memset(&digres, 0, sizeof digres);
         digres.target = (long)(eff / 4 * 3);
         assert_int_equal(gmp_init(&cfg), 0);
