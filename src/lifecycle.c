@@ -38,7 +38,6 @@
 #include "timer.h"
 #include "park.h"
 
-#define DEFAULT_STACK   (128 * 1024)
 #define MIN_STACK       (16 * 1024)
 #define MAX_STACK       ((size_t)1 << 30)
 #define DEFAULT_THREADS 10000
@@ -122,7 +121,7 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
             out->procs = online_cpus();
     }
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t ss = cfg->stack_size ? cfg->stack_size : DEFAULT_STACK;
+    size_t ss = cfg->stack_size ? cfg->stack_size : GMP__DEFAULT_STACK;
     out->stack_size = (ss + page - 1) & ~(page - 1);
     out->max_threads = cfg->max_threads ? cfg->max_threads : DEFAULT_THREADS;
     out->async_preempt = !cfg->async_preempt_off &&

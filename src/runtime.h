@@ -59,6 +59,10 @@ enum swreason {
     SW_GOYIELD,                     /* Go's goyield: to the local queue */
 };
 
+/* The stack slot that gmp_config_t.stack_size 0 means (guard included):
+ * Boost.Context's default. A stack cannot grow (docs/design.md). */
+#define GMP__DEFAULT_STACK (128 * 1024)
+
 /*
  * A goroutine stack: one mapping slot of sched.stack_size bytes,
  *   [guard page(s)][usable stack ...]

@@ -15,7 +15,8 @@
 #include <limits.h>
 #include <sys/mman.h>
 
-#include "runtime.h"  /* gmp__guard_region_works, gmp__kernel_refuses */
+#include "runtime.h"  /* gmp__guard_region_works, gmp__kernel_refuses,
+                         GMP__DEFAULT_STACK */
 
 /* ---- Overflow ----------------------------------------------------------- */
 
@@ -179,7 +180,7 @@ static void test_stack_three_quarters_usable(void **state)
         memset(&cfg, 0, sizeof cfg);
         cfg.procs = 2;
         cfg.stack_size = sizes[i];
-        size_t eff = sizes[i] ? sizes[i] : 128 * 1024; /* the default */
+        size_t eff = sizes[i] ? sizes[i] : GMP__DEFAULT_STACK;
         memset(&digres, 0, sizeof digres);
         digres.target = (long)(eff / 4 * 3);
         assert_int_equal(gmp_init(&cfg), 0);
