@@ -27,10 +27,13 @@
  * park does. Every wake-up is made after the unlock.
  *
  * The hand-off. A task goes to a worker in one of three ways, and in each
- * the waker writes the task, unlocks, then readies (park.h's rule):
- *   1. submit pops the top idle worker, stores fn/arg in its record and
- *      hands it over (The idle park). No allocation: the record was made
- *      with the worker.
+ * the waker writes the task, then readies after the unlock (park.h's
+ * rule):
+ *   1. submit pops the top idle worker, unlocks, stores fn/arg in its
+ *      record and hands it over (The idle park): popped, the worker is the
+ *      submitter's alone until the hand-over, so nothing of its record is
+ *      touched under the lock. No allocation: the record was made with the
+ *      worker.
  *   2. below the capacity and with nobody idle, submit reserves a slot
  *      (nworkers, nalive) under the lock and starts a worker with the
  *      task in its new record.
@@ -42,18 +45,25 @@
  * A worker with nothing to do pushes itself on the idle stack with a
  * coarse-clock stamp and parks; most recently used first, so hot stacks
  * are reused and the longest idle sit at the bottom, where the purger
- * takes them.
+ * takes them. The stack is an array of worker pointers, grown (doubling)
+ * outside the lock whenever a new worker would not find a slot, so a push
+ * or pop under the lock touches the pool and one slot, never another
+ * worker's record: with a list through the records, every pop wrote the
+ * next worker's back link, a line last written on the core that pushed
+ * it, while every other submitter and returning worker waited on the
+ * lock.
  *
  * The idle park. The worker pushes itself with state PARKING, unlocks,
  * and parks; the park's commit (on g0, once it is off its stack) CASes
- * PARKING -> PARKED. Whoever pops it stores the task (fn == NULL: exit),
- * unlocks, and swaps in HANDED: if the swap returns PARKED the worker is
- * parked and gets readied; if PARKING, its commit's CAS fails, the park is
- * called off and it runs the task at once. Exactly one of the two sides
- * sees the other's value, so there is no lost and no double wake-up. The
- * lock is not held across the switch: parking with it held (the commit
- * unlocking, as a channel does) made every submitter on another P wait
- * out the switch and, while a timer is pending, gopark's clock read.
+ * PARKING -> PARKED. Whoever pops it stores the task (fn == NULL: exit)
+ * and, after the unlock, swaps in HANDED: if the swap returns PARKED the
+ * worker is parked and gets readied; if PARKING, its commit's CAS fails,
+ * the park is called off and it runs the task at once. Exactly one of the
+ * two sides sees the other's value, so there is no lost and no double
+ * wake-up. The lock is not held across the switch: parking with it held
+ * (the commit unlocking, as a channel does) made every submitter on
+ * another P wait out the switch and, while a timer is pending, gopark's
+ * clock read.
  *
  * Growth and backpressure. A readied or new worker goes to the
  * submitter's runnext (the old one to its P's ring), as any ready does. A
@@ -90,6 +100,8 @@
  * "sync.Cond.Wait" (ants waits on a cond), release "sync.WaitGroup.Wait",
  * the purger "sleep".
  */
+#include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "runtime.h"
@@ -110,14 +122,12 @@ enum { W_TAKEN = 1, W_SLOT, W_CLOSED };
  * line to the worker's core and back; the second line stays with the
  * worker. */
 struct worker {
-    /* The task. Written under the lock by whoever hands it over, before
-     * the hand-over (or by the worker itself, from a waiter); NULL tells
-     * an idle worker to exit. */
+    /* The task. Written by whoever popped the worker, before the
+     * hand-over (or by the worker itself, from a waiter); NULL tells an
+     * idle worker to exit. */
     void           (*fn)(void *);
     void            *arg;
-    struct worker   *next;          /* idle stack toward the bottom; a
-                                       wake list (lock) */
-    struct worker   *prev;          /* idle stack toward the top (lock) */
+    struct worker   *next;          /* a wake list (lock) */
     /* WK_PARKING (stored by the worker before its push, under the lock),
      * WK_PARKED (its commit), WK_HANDED (whoever popped it). */
     _Atomic uint32_t state;
@@ -147,7 +157,10 @@ struct gmp_pool {
     struct gmp__spinlock lock;
     bool             closed;        /* lock */
     bool             nonblocking;   /* fixed */
-    struct worker   *top, *bottom;  /* idle stack (lock) */
+    /* The idle stack: idle[0] the longest idle, idle[nidle - 1] the top.
+     * An array, not a list through the workers' records, so that a push
+     * or a pop under the lock writes no other worker's line (lock). */
+    struct worker  **idle;
     size_t           nidle;         /* lock */
     size_t           nworkers;      /* started, not retired (lock) */
     struct waiter   *whead;         /* submitters at capacity (lock) */
@@ -157,6 +170,8 @@ struct gmp_pool {
     _Atomic size_t   running;
     /* Second line. */
     struct waiter   *wtail;         /* lock */
+    size_t           idle_cap;      /* idle's slots, >= every worker that
+                                       may push itself (lock) */
     size_t           nwaiting;      /* lock */
     size_t           nalive;        /* see the invariants (lock) */
     struct gmp__wctx *purger_w;     /* the purger's, while it waits (lock) */
@@ -257,48 +272,28 @@ static void publish(struct gmp_pool *p)
 
 static void idle_push(struct gmp_pool *p, struct worker *wk)
 {
-    wk->prev = NULL;
-    wk->next = p->top;
-    if (p->top)
-        p->top->prev = wk;
-    else
-        p->bottom = wk;
-    p->top = wk;
-    p->nidle++;
+    p->idle[p->nidle++] = wk;       /* room: see idle_reserve */
 }
 
 static struct worker *idle_pop_top(struct gmp_pool *p)
 {
-    struct worker *wk = p->top;
-    p->top = wk->next;
-    if (p->top)
-        p->top->prev = NULL;
-    else
-        p->bottom = NULL;
-    p->nidle--;
-    return wk;
+    return p->idle[--p->nidle];
 }
 
-static struct worker *idle_pop_bottom(struct gmp_pool *p)
+/* Tells the n longest idle workers to exit, and closes the gap. */
+static void retire_oldest(struct gmp_pool *p, size_t n, struct wakes *wl)
 {
-    struct worker *wk = p->bottom;
-    p->bottom = wk->prev;
-    if (p->bottom)
-        p->bottom->next = NULL;
-    else
-        p->top = NULL;
-    p->nidle--;
-    return wk;
-}
-
-/* Tells a worker just taken off the idle stack to exit. */
-static void retire_idle(struct gmp_pool *p, struct worker *wk,
-                        struct wakes *wl)
-{
-    wk->fn = NULL;
-    p->nworkers--;
-    wk->next = wl->workers;
-    wl->workers = wk;
+    if (n == 0)
+        return;                     /* idle may be NULL: no memmove */
+    for (size_t i = 0; i < n; i++) {
+        struct worker *wk = p->idle[i];
+        wk->fn = NULL;
+        wk->next = wl->workers;
+        wl->workers = wk;
+    }
+    p->nworkers -= n;
+    p->nidle -= n;
+    memmove(p->idle, p->idle + n, p->nidle * sizeof *p->idle);
 }
 
 static struct waiter *waitq_pop(struct gmp_pool *p)
@@ -412,12 +407,49 @@ static void worker_main(void *arg)
     } while (more);
 }
 
+/* Grows the idle stack to a slot for every counted worker, the new one
+ * included, so that a push never lacks room: every worker that may push
+ * itself was counted in nworkers when it (or a later worker) got here.
+ * The array doubles, so this allocates O(log n) times over a pool's life.
+ * False if memory runs out. Context: any G or thread, no lock held. */
+static bool idle_reserve(struct gmp_pool *p)
+{
+    for (;;) {
+        gmp__spin_lock(&p->lock);
+        size_t need = p->nworkers, have = p->idle_cap;
+        gmp__spin_unlock(&p->lock);
+        if (need <= have)
+            return true;
+        size_t n = have > need / 2 ? have * 2 : need;
+        if (n < 64)
+            n = 64;
+        if (n > SIZE_MAX / sizeof *p->idle)
+            return false;
+        struct worker **a = gmp__alloc(n * sizeof *a);
+        if (!a)
+            return false;
+        struct worker **old = a;
+        size_t oldn = n;
+        gmp__spin_lock(&p->lock);
+        if (p->idle_cap < n) {      /* else another grew it meanwhile */
+            if (p->nidle)
+                memcpy(a, p->idle, p->nidle * sizeof *a);
+            old = p->idle;
+            oldn = p->idle_cap;
+            p->idle = a;
+            p->idle_cap = n;
+        }
+        gmp__spin_unlock(&p->lock);
+        gmp__free(old, oldn * sizeof *old);
+    }
+}
+
 /* Starts a worker for fn(arg) in a slot the caller reserved (nworkers and
  * nalive counted); gives the slot back if it cannot. Context: any G or
  * thread, no lock held. */
 static int start_worker(struct gmp_pool *p, void (*fn)(void *), void *arg)
 {
-    struct worker *wk = gmp__alloc(sizeof *wk);
+    struct worker *wk = idle_reserve(p) ? gmp__alloc(sizeof *wk) : NULL;
     int err = GMP_ENOMEM;
     if (wk) {
         wk->pool = p;
@@ -468,8 +500,10 @@ static void purger(void *arg)
     while (!p->closed) {
         int64_t now = stamp_now(p);
         struct wakes wl = {0};
-        while (p->bottom && now - p->bottom->idle_since >= span)
-            retire_idle(p, idle_pop_bottom(p), &wl);
+        size_t n = 0;
+        while (n < p->nidle && now - p->idle[n]->idle_since >= span)
+            n++;
+        retire_oldest(p, n, &wl);
         if (wl.workers) {
             publish(p);
             gmp__spin_unlock(&p->lock);
@@ -478,8 +512,8 @@ static void purger(void *arg)
             continue;
         }
         int64_t wait_ns = p->expiry_ns;
-        if (p->bottom)  /* until the bottom is due, by the coarse clock */
-            wait_ns = sat_add(span - (now - p->bottom->idle_since),
+        if (p->nidle)   /* until the bottom is due, by the coarse clock */
+            wait_ns = sat_add(span - (now - p->idle[0]->idle_since),
                               p->clock_res_ns);
         gmp__wctx_init(&w);
         p->purger_w = &w;
@@ -532,13 +566,14 @@ int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg)
         return GMP_EINVAL;
     gmp__preempt_check();
     gmp__spin_lock(&p->lock);
-    struct worker *wk = p->top;
-    if (GMP_LIKELY(wk != NULL)) {   /* the hot path: an idle worker */
-        idle_pop_top(p);
+    if (GMP_LIKELY(p->nidle > 0)) { /* the hot path: an idle worker */
+        struct worker *wk = idle_pop_top(p);
         publish(p);
+        gmp__spin_unlock(&p->lock);
+        /* Ours now: nobody else pops it, and the worker reads its task
+         * only after hand_over's exchange. */
         wk->fn = fn;
         wk->arg = arg;
-        gmp__spin_unlock(&p->lock);
         hand_over(wk);
         backpressure();
         return 0;
@@ -589,8 +624,8 @@ int gmp_pool_tune(gmp_pool_t *p, size_t capacity)
     }
     /* Relaxed: written under the lock; see struct gmp_pool. */
     atomic_store_explicit(&p->cap, capacity, memory_order_relaxed);
-    while (p->nworkers > capacity && p->bottom)
-        retire_idle(p, idle_pop_bottom(p), &wl);
+    size_t excess = p->nworkers > capacity ? p->nworkers - capacity : 0;
+    retire_oldest(p, excess < p->nidle ? excess : p->nidle, &wl);
     grant_slots(p, &wl);
     publish(p);
     gmp__spin_unlock(&p->lock);
@@ -622,8 +657,7 @@ int gmp_pool_release(gmp_pool_t *p)
         return GMP_ECLOSED;
     }
     p->closed = true;
-    while (p->top)
-        retire_idle(p, idle_pop_top(p), &wl);
+    retire_oldest(p, p->nidle, &wl);
     publish(p);
     while (p->whead) {
         struct waiter *wt = waitq_pop(p);
@@ -645,6 +679,7 @@ int gmp_pool_release(gmp_pool_t *p)
     } else {
         gmp__spin_unlock(&p->lock);
     }
+    gmp__free(p->idle, p->idle_cap * sizeof *p->idle);
     gmp__free(p, sizeof *p);
     return 0;
 }

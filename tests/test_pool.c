@@ -449,6 +449,89 @@ static void test_pool_idle_worker_is_reused(void **state)
     assert_int_equal(h_wait_quiet(), 0);
 }
 
+/* The idle stack's order. Tasks hold their workers on gates of their own,
+ * opened one at a time, each after the last worker went idle: the idle
+ * stack is then known, oldest first. More workers than the stack's first
+ * allocation, so that it also grows. */
+enum { ORDER_N = 100, ORDER_KEEP = 25 };
+
+static gmp_mutex_t order_mu;
+static gmp_cond_t order_cv;
+static bool order_open[ORDER_N];        /* order_mu */
+static _Atomic uint64_t order_id[ORDER_N];
+
+static void order_task(void *arg)
+{
+    uintptr_t i = (uintptr_t)arg;
+    atomic_store(&order_id[i], gmp_id());
+    enter(NULL);
+    gmp_mutex_lock(&order_mu);
+    while (!order_open[i])
+        gmp_cond_wait(&order_cv, &order_mu);
+    gmp_mutex_unlock(&order_mu);
+    leave();
+}
+
+static void order_release(int i)
+{
+    gmp_mutex_lock(&order_mu);
+    order_open[i] = true;
+    gmp_cond_broadcast(&order_cv);
+    gmp_mutex_unlock(&order_mu);
+}
+
+/* Submits tasks [0, n) and waits until each holds a worker. */
+static void order_fill(gmp_pool_t *p, int n)
+{
+    gmp_mutex_lock(&order_mu);
+    memset(order_open, 0, sizeof order_open);
+    gmp_mutex_unlock(&order_mu);
+    int64_t base = atomic_load(&started);
+    for (uintptr_t i = 0; i < (uintptr_t)n; i++)
+        assert_int_equal(gmp_pool_submit(p, order_task, (void *)i), 0);
+    assert_int_equal(h_wait(&started, base + n), 0);
+}
+
+static void test_pool_reuses_newest_and_retires_oldest(void **state)
+{
+    uint64_t idle_order[ORDER_N];       /* bottom (longest idle) first */
+    counters_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_pool_t *p = new_pool(ORDER_N, (int64_t)600 * 1000 * MS, 0);
+    assert_non_null(p);
+    int64_t base = gmp_num_goroutines();        /* the purger */
+    order_fill(p, ORDER_N);
+    assert_int_equal(gmp_num_goroutines(), base + ORDER_N);
+    for (int i = 0; i < ORDER_N; i++) {
+        idle_order[i] = atomic_load(&order_id[i]);
+        order_release(i);
+        assert_int_equal(wait_running(p, (size_t)(ORDER_N - 1 - i)), 0);
+    }
+
+    /* The last to go idle takes the next task, and goes back on top. */
+    order_fill(p, 1);
+    assert_int_equal(atomic_load(&order_id[0]), idle_order[ORDER_N - 1]);
+    order_release(0);
+    assert_int_equal(wait_running(p, 0), 0);
+
+    /* Shrinking retires the longest idle: the newest ORDER_KEEP stay, and
+     * take the next tasks without a new worker. */
+    assert_int_equal(gmp_pool_tune(p, ORDER_KEEP), 0);
+    assert_int_equal(wait_goroutines(base + ORDER_KEEP), 0);
+    order_fill(p, ORDER_KEEP);
+    assert_int_equal(gmp_num_goroutines(), base + ORDER_KEEP);
+    for (int i = 0; i < ORDER_KEEP; i++) {
+        /* Newest first: task i got the i-th from the top. */
+        assert_int_equal(atomic_load(&order_id[i]),
+                         idle_order[ORDER_N - 1 - i]);
+    }
+    for (int i = 0; i < ORDER_KEEP; i++)
+        order_release(i);
+    assert_int_equal(h_wait(&finished, ORDER_N + 1 + ORDER_KEEP), 0);
+    assert_int_equal(gmp_pool_release(p), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
 /* ---- Expiry -------------------------------------------------------------- */
 
 static void test_pool_idle_workers_expire(void **state)
@@ -751,6 +834,7 @@ int main(void)
         cmocka_unit_test(test_pool_submit_at_capacity_waits_for_a_worker),
         cmocka_unit_test(test_pool_nonblocking_submit_at_capacity_fails),
         cmocka_unit_test(test_pool_idle_worker_is_reused),
+        cmocka_unit_test(test_pool_reuses_newest_and_retires_oldest),
         cmocka_unit_test(test_pool_idle_workers_expire),
         cmocka_unit_test(test_pool_tune_grows_and_shrinks_under_load),
         cmocka_unit_test(test_pool_release_waits_for_tasks_in_flight),
