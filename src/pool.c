@@ -24,7 +24,9 @@
  * Locks: pool->lock, a spinlock (lock.h). Its sections are a few dozen
  * instructions and never switch, except the parks of a waiting submitter
  * and of release, which release it in the park's commit, as a channel's
- * park does. Every wake-up is made after the unlock.
+ * park does. Only the rare ones walk the idle array: the purger, tune and
+ * release retiring workers, and its growth copying it. Every wake-up is
+ * made after the unlock.
  *
  * The hand-off. A task goes to a worker in one of three ways, and in each
  * the waker writes the task, then readies after the unlock (park.h's
@@ -100,7 +102,6 @@
  * "sync.Cond.Wait" (ants waits on a cond), release "sync.WaitGroup.Wait",
  * the purger "sleep".
  */
-#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -117,8 +118,8 @@
 enum { W_TAKEN = 1, W_SLOT, W_CLOSED };
 
 /* One per worker, from gmp__alloc (cache-line aligned). The first line
- * holds all that a submitter touches (next and prev to pop it, the task,
- * the state word, the wait context's G), so that a hand-off moves one
+ * holds all that a submitter touches (the task, the state word, the wait
+ * context's G), so that a hand-off moves one
  * line to the worker's core and back; the second line stays with the
  * worker. */
 struct worker {
