@@ -10,7 +10,8 @@
  *   - a P in P_SYSCALL is retaken, once it has been seen in the same
  *     syscall for one round, when it has work or no M is spinning or idle
  *     to notice new work, and after 10 ms regardless, and handed to
- *     another M (gmp__handoffp).
+ *     another M (gmp__handoffp); at once, without the round, when its G
+ *     has used up its slice and another G waits.
  * It also polls the network when nobody has for 10 ms (every M busy
  * running goroutines), and hands what it finds to idle Ps.
  * When every P is idle it sleeps on its note until a P is taken again
@@ -44,6 +45,14 @@ struct sysmontick {
     int64_t  syscallwhen;
 };
 
+/* Whether a G waits for pp: in its ring or in the global queue. Relaxed
+ * hints, as everything retake reads. */
+static bool has_work(struct schedt *s, struct p *pp)
+{
+    return !gmp__runqempty(pp) ||
+           atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0;
+}
+
 /* One look at every P. Returns how many Ps it retook from syscalls. */
 static int retake(struct schedt *s, int64_t now)
 {
@@ -62,7 +71,13 @@ static int retake(struct schedt *s, int64_t now)
                 pd->schedwhen = now;
             } else if (now - pd->schedwhen >= PREEMPT_NS) {
                 gmp__preemptone(s, pp);
-                sysretake = true;   /* a G that ran long then blocked */
+                /* A G that used up its slice inside a syscall sees the
+                 * mark only when it returns: its P is taken at once if
+                 * another G waits for it. Go's retake takes it even when
+                 * none does; then the hand-off only made the G, on its
+                 * return, wait for a newly woken M, once a slice. Without
+                 * waiting work the usual rule below decides. */
+                sysretake = st == P_SYSCALL && has_work(s, pp);
             }
         }
         if (st != P_SYSCALL)
