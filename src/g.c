@@ -49,8 +49,11 @@ static bool gchunk_new(struct schedt *s)
     struct gslab *sl = (struct gslab *)base;
     sl->next = s->gslabs;
     sl->len = len;
-    s->gslabs = sl;
-    s->gchunk_next = sl->gs;
+    /* A fatal report walks the slabs without gflock (trace.c's each_g).
+     * Release: it must find next and len written in a slab it reaches.
+     * Relaxed for the carve mark: it copes with the two out of step. */
+    __atomic_store_n(&s->gslabs, sl, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->gchunk_next, sl->gs, __ATOMIC_RELAXED);
     s->gchunk_end = sl->gs + (len - sizeof *sl) / sizeof(struct g);
     return true;
 }
@@ -78,7 +81,8 @@ static struct g *gcarve(struct schedt *s, int n, int *got)
     long left = s->gchunk_end - s->gchunk_next;
     *got = n < left ? n : (int)left;
     struct g *gp = s->gchunk_next;
-    s->gchunk_next += *got;
+    /* Relaxed: as in gchunk_new. */
+    __atomic_store_n(&s->gchunk_next, gp + *got, __ATOMIC_RELAXED);
     return gp;
 }
 
@@ -149,12 +153,12 @@ struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
     } else if (!(gp = gfget_slow(s, pp))) {
         return NULL;
     }
-    gp->fn = fn;
-    gp->arg = arg;
     gp->schedlink = NULL;
     gp->m = NULL;
-    /* Relaxed atomic stores, plain moves: schedtrace reads these from
-     * sysmon while the G is recycled (trace.c). */
+    /* Relaxed atomic stores, plain moves: schedtrace and gmp_dump read
+     * these while the G is recycled (trace.c). */
+    __atomic_store_n(&gp->fn, fn, __ATOMIC_RELAXED);
+    __atomic_store_n(&gp->arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&gp->waitreason, 0, __ATOMIC_RELAXED);
     /* Relaxed: informational; the run queue publishes the G. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);

@@ -76,4 +76,15 @@ void __tsan_func_exit(void);
 #define GMP_TSAN_SWITCH(f)      ((void)(f))
 #endif
 
+/* On a function that reads another goroutine's stack while that goroutine
+ * may run (gmp_dump's backtraces, trace.c): neither sanitizer checks its
+ * loads. They race by design, and they may land in the redzones ASan
+ * keeps around live frames; each stays inside the stack's bounds. */
+#if defined(GMP_ASAN) || defined(GMP_TSAN)
+#define GMP_UNCHECKED_READS \
+    __attribute__((no_sanitize_address, no_sanitize_thread))
+#else
+#define GMP_UNCHECKED_READS
+#endif
+
 #endif /* GMP_SANITIZER_H */

@@ -10,7 +10,10 @@
  * descriptor and, for one that is not running, walks its stack by frame
  * pointers from its saved context: a goroutine that changes state meanwhile
  * may be shown half old, half new. Every read of a stack stays inside that
- * stack's bounds, so a torn value can end a backtrace early, never fault.
+ * stack's bounds, so a torn value can end a backtrace early, never fault;
+ * the sanitizers do not check those reads (GMP_UNCHECKED_READS). The
+ * descriptor fields it reads are relaxed atomics, also where the slabs of
+ * descriptors are walked without a lock (the fatal reports).
  *
  * The writer behind a dump needs no stdio and no allocation (struct wr):
  * the fatal reports run in a signal handler or with sched.lock held.
@@ -218,24 +221,31 @@ static const char *gstatus_name(uint32_t st)
     }
 }
 
-/* Calls f on every G that has been handed out (live or dead). The slab
- * list only grows while the runtime runs; gflock makes the walk see a
- * consistent list. Context: any; takes gflock unless locked is false
- * (fatal reports, where the lock may be held by the failing thread). */
+/* Calls f on every G that has been handed out (live or dead), and maybe
+ * on some never handed out, which are zero (G_IDLE). The slab list only
+ * grows while the runtime runs; gflock makes the walk see a consistent
+ * list. Context: any; takes gflock unless locked is false (fatal reports,
+ * where the lock may be held by the failing thread). Unlocked, the list
+ * head and the first slab's carve mark may be out of step, as another
+ * thread maps a slab: a mark outside the first slab counts it whole,
+ * never walks past a slab's end. */
 static void each_g(struct schedt *s, bool locked,
                    void (*f)(struct g *gp, void *arg), void *arg)
 {
     if (locked)
         gmp__lock(&s->gflock);
-    struct gslab *first = s->gslabs;
-    struct g *first_end = s->gchunk_next;
+    /* Acquire pairs with gchunk_new's release (a slab's next and len);
+     * the mark is relaxed, checked against the slab below. */
+    struct gslab *first = __atomic_load_n(&s->gslabs, __ATOMIC_ACQUIRE);
+    uintptr_t mark = (uintptr_t)__atomic_load_n(&s->gchunk_next,
+                                                __ATOMIC_RELAXED);
     if (locked)
         gmp__unlock(&s->gflock);
     for (struct gslab *sl = first; sl; sl = sl->next) {
-        struct g *end = sl == first
-                            ? first_end
-                            : sl->gs + (sl->len - sizeof *sl) /
-                                           sizeof(struct g);
+        struct g *end = sl->gs + (sl->len - sizeof *sl) / sizeof(struct g);
+        if (sl == first && mark >= (uintptr_t)sl->gs &&
+            mark < (uintptr_t)end)
+            end = (struct g *)mark;
         for (struct g *gp = sl->gs; gp < end; gp++)
             f(gp, arg);
     }
@@ -335,6 +345,7 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
 
 /* Frame pointers from fp up, each frame [fp] = caller's fp, [fp + 8] =
  * return address, inside [lo, hi) and strictly rising. */
+GMP_UNCHECKED_READS
 static void walk(struct wr *w, uintptr_t fp, uintptr_t lo, uintptr_t hi,
                  int depth)
 {
@@ -357,6 +368,7 @@ static void walk(struct wr *w, uintptr_t fp, uintptr_t lo, uintptr_t hi,
 
 /* The saved context of a G that is not running: its return address and
  * frame pointer (arch/<arch>/frame.h). */
+GMP_UNCHECKED_READS
 static void walk_saved(struct wr *w, struct g *gp)
 {
     /* Relaxed, both: the G may run meanwhile (see the file comment); a
@@ -427,10 +439,12 @@ static void dump_g(struct g *gp, void *arg)
     } else {
         wputs(w, "\t(running on another thread)\n");
     }
+    /* Relaxed: as the other fields, they may belong to the G's next
+     * life (gmp__newg stores them so). */
     wputs(w, "started as ");
-    wsym(w, (uintptr_t)gp->fn);
+    wsym(w, (uintptr_t)__atomic_load_n(&gp->fn, __ATOMIC_RELAXED));
     wputs(w, "(");
-    wputx(w, (uintptr_t)gp->arg);
+    wputx(w, (uintptr_t)__atomic_load_n(&gp->arg, __ATOMIC_RELAXED));
     wputs(w, ")\n\n");
 }
 

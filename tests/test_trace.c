@@ -12,7 +12,11 @@
  *     scheddetail=1 one line per P and a line for a parked goroutine;
  *   - gmp_dump lists a goroutine parked on a channel or a mutex with its
  *     wait reason, a backtrace line and its start function and argument;
- *   - with dump_on_sigquit, SIGQUIT writes the dump and exits with 2;
+ *     made while goroutines switch, every entry is whole (and its reads
+ *     of their stacks are no sanitizer report);
+ *   - with dump_on_sigquit, SIGQUIT writes the dump and exits with 2,
+ *     also while goroutines are being made (and, under TSan, without a
+ *     race report: the dump takes no lock);
  *   - bad input and no runtime are errors, never a crash.
  * The test binary exports its symbols (ENABLE_EXPORTS) so that dladdr
  * names the start functions, which are therefore not static.
@@ -329,6 +333,92 @@ static void test_dump_lists_parked_goroutines(void **state)
     ASSERT_NO_BAD();
 }
 
+/* gmp_dump from a plain thread while pairs of goroutines keep waking each
+ * other over channels: every entry stays whole, and reading the stacks of
+ * goroutines that run meanwhile is no sanitizer report (a race for TSan,
+ * a read of a frame's redzone for ASan). The pairs go on until the test
+ * has made all its dumps. */
+#define SW_PAIRS 4
+#define SW_DUMPS 20
+
+static _Atomic int sw_stop;
+static _Atomic int64_t sw_done;
+
+void trace_pinger(void *arg)
+{
+    gmp_chan_t **ch = arg;
+    int v = 0;
+    /* Relaxed: a stop flag, which orders nothing else. */
+    while (!atomic_load_explicit(&sw_stop, memory_order_relaxed)) {
+        G_CHECK(gmp_chan_send(ch[0], &v) == 0);
+        G_CHECK(gmp_chan_recv(ch[1], &v) == 0);
+    }
+    v = -1;
+    G_CHECK(gmp_chan_send(ch[0], &v) == 0);
+    atomic_fetch_add(&sw_done, 1);
+}
+
+void trace_ponger(void *arg)
+{
+    gmp_chan_t **ch = arg;
+    int v;
+    for (;;) {
+        G_CHECK(gmp_chan_recv(ch[0], &v) == 0);
+        if (v < 0)
+            break;
+        v++;
+        G_CHECK(gmp_chan_send(ch[1], &v) == 0);
+    }
+    atomic_fetch_add(&sw_done, 1);
+}
+
+/* Every "goroutine N [" header in text is followed by its "started as "
+ * line before the blank line that ends its entry. Returns the entries
+ * started as trace_pinger. */
+static int check_entries(const char *text)
+{
+    int pingers = 0;
+    for (const char *e = strstr(text, "goroutine "); e;
+         e = strstr(e + 1, "\ngoroutine ")) {
+        const char *end = strstr(e, "\n\n");
+        assert_non_null(end);
+        const char *start = strstr(e, "\nstarted as ");
+        assert_non_null(start);
+        assert_true(start < end);
+        if (strncmp(start, "\nstarted as trace_pinger(", 25) == 0)
+            pingers++;
+    }
+    return pingers;
+}
+
+static void test_dump_while_goroutines_switch(void **state)
+{
+    (void)state;
+    bad_reset();
+    gmp_chan_t *ch[SW_PAIRS][2];
+    atomic_store(&sw_stop, 0);
+    atomic_store(&sw_done, 0);
+    for (int i = 0; i < SW_PAIRS; i++) {
+        for (int j = 0; j < 2; j++)
+            assert_non_null(ch[i][j] = gmp_chan_make(sizeof(int), 0));
+        assert_int_equal(gmp_go(trace_pinger, ch[i]), 0);
+        assert_int_equal(gmp_go(trace_ponger, ch[i]), 0);
+    }
+    for (int d = 0; d < SW_DUMPS; d++) {
+        char *text = dump_text();
+        /* The pingers run until the stop below: each dump lists them. */
+        assert_int_equal(check_entries(text), SW_PAIRS);
+        free(text);
+    }
+    atomic_store(&sw_stop, 1);
+    assert_int_equal(h_wait(&sw_done, 2 * SW_PAIRS), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+    for (int i = 0; i < SW_PAIRS; i++)
+        for (int j = 0; j < 2; j++)
+            gmp_chan_free(ch[i][j]);
+}
+
 /* ---- schedtrace and SIGQUIT, in forked children --------------------------- */
 
 struct trace_case {
@@ -520,6 +610,96 @@ static void test_sigquit_dumps_and_exits_2(void **state)
     assert_non_null(strstr(e, "started as trace_child_receiver("));
 }
 
+/* SIGQUIT while another goroutine keeps making goroutines, so the dump
+ * (which takes no lock) walks the descriptor slabs as they are carved.
+ * The creator makes QC_FIRST, waits for main's go-ahead, then makes the
+ * rest without synchronising with anyone; a plain thread, started after
+ * the go-ahead, raises SIGQUIT once it sees QC_RAISE made (relaxed loads:
+ * it learns nothing else of the creator). So under TSan the dump's reads
+ * race with the carving unless they are atomic. */
+#define QC_FIRST 600
+#define QC_RAISE 1200
+#define QC_TOTAL 2000
+
+static _Atomic int qc_made;
+static gmp_chan_t *qc_go, *qc_never;
+
+void trace_child_leaf(void *arg)
+{
+    (void)arg;
+    int v;
+    gmp_chan_recv(qc_never, &v);
+}
+
+void trace_child_creator(void *arg)
+{
+    (void)arg;
+    int v;
+    for (int i = 0; i < QC_TOTAL; i++) {
+        if (i == QC_FIRST)
+            gmp_chan_recv(qc_go, &v);
+        if (gmp_go(trace_child_leaf, NULL) != 0)
+            _exit(11);
+        /* Release: main's acquire sees the first QC_FIRST made. */
+        atomic_fetch_add_explicit(&qc_made, 1, memory_order_release);
+    }
+    gmp_chan_recv(qc_never, &v);
+}
+
+static void *qc_raiser(void *arg)
+{
+    (void)arg;
+    /* Relaxed: only a count; no ordering with the creator wanted. */
+    while (atomic_load_explicit(&qc_made, memory_order_relaxed) < QC_RAISE)
+        sched_yield();
+    raise(SIGQUIT);
+    return NULL;
+}
+
+static void qc_main(void *arg)
+{
+    (void)arg;
+    qc_go = gmp_chan_make(sizeof(int), 0);
+    qc_never = gmp_chan_make(sizeof(int), 0);
+    if (!qc_go || !qc_never || gmp_go(trace_child_creator, NULL) != 0)
+        _exit(12);
+    /* Acquire: pairs with the creator's release. */
+    while (atomic_load_explicit(&qc_made, memory_order_acquire) < QC_FIRST)
+        gmp_yield();
+    pthread_t th;
+    if (pthread_create(&th, NULL, qc_raiser, NULL) != 0)
+        _exit(13);
+    int v = 1;
+    gmp_chan_send(qc_go, &v);
+    gmp_select(NULL, 0, GMP_FOREVER);
+}
+
+static void qc_child(void *arg)
+{
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = (int)(intptr_t)arg;
+    cfg.dump_on_sigquit = 1;
+    _exit(gmp_main(qc_main, NULL, &cfg) == 0 ? 0 : 10);
+}
+
+static void test_sigquit_while_goroutines_are_made(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        struct h_child res;
+        assert_int_equal(h_fork(qc_child, (void *)(intptr_t)procs, &res), 0);
+        h_child_exited(&res, 2, procs);
+        if (strstr(res.err, "ThreadSanitizer"))
+            print_error("procs=%d:\n%s\n", procs, res.err);
+        assert_null(strstr(res.err, "ThreadSanitizer"));
+        /* The report is cut at the harness's buffer: the creator and some
+         * leaves come early, from the first slab's first carves. */
+        assert_non_null(strstr(res.err, "started as trace_child_creator("));
+        assert_non_null(strstr(res.err, "started as trace_child_leaf("));
+    }
+}
+
 /* ---- Bad input, no runtime ------------------------------------------------- */
 
 static void test_no_runtime_and_bad_input(void **state)
@@ -551,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_schedtrace_lines_parse),
         cmocka_unit_test(test_scheddetail_lists_ps_and_a_parked_goroutine),
         cmocka_unit_test(test_sigquit_dumps_and_exits_2),
+        cmocka_unit_test(test_sigquit_while_goroutines_are_made),
     };
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_stats_null_is_einval),
@@ -559,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_stats_count_preemptions),
         cmocka_unit_test(test_stats_count_poller_waiters),
         cmocka_unit_test(test_dump_lists_parked_goroutines),
+        cmocka_unit_test(test_dump_while_goroutines_switch),
     };
     return cmocka_run_group_tests_name("trace no runtime", none, NULL, NULL)
          + cmocka_run_group_tests_name("trace procs=1", t, h_up_1, h_down)
