@@ -895,8 +895,9 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
         if (GMP_UNLIKELY(!stk))
             gmp__throw("out of memory: cannot allocate a goroutine stack");
         gmp__ctx_make(&gp->ctx, gstack_hi(stk), gentry, gp);
-        /* Relaxed: as gp->ctx.sp below. */
-        __atomic_store_n(&gp->stk, stk, __ATOMIC_RELAXED);
+        /* Release: a dump or gmp_stacks_foreach on another thread that
+         * loads this pointer (acquire) must find the record's bounds. */
+        __atomic_store_n(&gp->stk, stk, __ATOMIC_RELEASE);
     }
     /* Relaxed: a hint for the exit protocol (lifecycle.c), which decides
      * under sched.lock and tolerates a stale value. */
@@ -1003,7 +1004,9 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
     GMP_ASAN_UNPOISON(gp->ctx.sp,
                       (size_t)(gstack_hi(gp->stk) - (char *)gp->ctx.sp));
     gmp__stackfree(s, pp, gp->stk);
-    __atomic_store_n(&gp->stk, NULL, __ATOMIC_RELAXED);  /* as in execute */
+    /* Relaxed: a reader that still sees the old record reads bounds that
+     * never change. */
+    __atomic_store_n(&gp->stk, NULL, __ATOMIC_RELAXED);
     gp->m = NULL;
     /* Release: see gmp__live_goroutines for the order readers rely on. */
     gmp__owner_inc(&pp->nexited, memory_order_release);

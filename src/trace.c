@@ -371,9 +371,10 @@ static void walk(struct wr *w, uintptr_t fp, uintptr_t lo, uintptr_t hi,
 GMP_UNCHECKED_READS
 static void walk_saved(struct wr *w, struct g *gp)
 {
-    /* Relaxed, both: the G may run meanwhile (see the file comment); a
-     * stack's bounds never change, and sp is checked against them. */
-    struct gstack *stk = __atomic_load_n(&gp->stk, __ATOMIC_RELAXED);
+    /* Acquire: pairs with execute's release, for the record's bounds,
+     * which never change. Relaxed for sp: the G may run meanwhile (see
+     * the file comment), and sp is checked against the bounds. */
+    struct gstack *stk = __atomic_load_n(&gp->stk, __ATOMIC_ACQUIRE);
     if (!stk)
         return;
     uintptr_t lo = (uintptr_t)stk->lo;
@@ -493,8 +494,8 @@ static void stack_of(struct g *gp, void *arg)
     struct stacksctx *c = arg;
     /* Acquire: as in dump_g, for the saved context. */
     uint32_t st = atomic_load_explicit(&gp->status, memory_order_acquire);
-    /* Relaxed, stk and sp: as in walk_saved. */
-    struct gstack *stk = __atomic_load_n(&gp->stk, __ATOMIC_RELAXED);
+    /* stk acquire, sp relaxed: as in walk_saved. */
+    struct gstack *stk = __atomic_load_n(&gp->stk, __ATOMIC_ACQUIRE);
     if (st == G_IDLE || st == G_DEAD || !stk)
         return;
     char *lo = stk->lo, *hi = gstack_hi(stk);

@@ -13,6 +13,8 @@
  *   - gmp_stacks_foreach reports a parked goroutine's stack, with sp
  *     inside it, and a value that only that stack holds lies in
  *     [sp, hi); once the goroutine has exited, no reported stack holds it;
+ *     called while goroutines get their first stacks, it reports sane
+ *     bounds, and under TSan reading them is no race;
  *   - bad input and no runtime are errors.
  * Each test starts and stops its own runtime (the hooks are set at start).
  */
@@ -361,6 +363,74 @@ static void test_stacks_foreach_finds_a_parked_value(void **state)
     }
 }
 
+/* gmp_stacks_foreach from the test thread while goroutines get their
+ * first stacks on the runtime's threads: every report has lo < hi and sp
+ * in [lo, hi], and (under TSan) reading a stack's bounds is no race with
+ * the thread that set them up. At the end all STARTERS are reported. */
+#define STARTERS 200
+
+static gmp_chan_t *start_ch;
+static _Atomic int64_t start_parked, start_done;
+
+void embed_starter(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&start_parked, 1);
+    int v;
+    G_CHECK(gmp_chan_recv(start_ch, &v) == GMP_ECLOSED);
+    atomic_fetch_add(&start_done, 1);
+}
+
+struct bounds {
+    int stacks, bad;
+};
+
+static void check_bounds(void *lo, void *hi, void *sp, void *arg)
+{
+    struct bounds *b = arg;
+    b->stacks++;
+    if (!((char *)lo < (char *)hi && (char *)lo <= (char *)sp &&
+          (char *)sp <= (char *)hi))
+        b->bad++;
+}
+
+static void test_stacks_foreach_while_goroutines_start(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        bad_reset();
+        gmp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.procs = procs;
+        assert_int_equal(gmp_init(&cfg), 0);
+        assert_non_null(start_ch = gmp_chan_make(sizeof(int), 0));
+        atomic_store(&start_parked, 0);
+        atomic_store(&start_done, 0);
+        for (int i = 0; i < STARTERS; i++)
+            assert_int_equal(gmp_go(embed_starter, NULL), 0);
+        int scans = 0;
+        struct bounds b = {0};
+        int64_t deadline = h_now() + H_DEADLINE_NS;
+        while (atomic_load(&start_parked) < STARTERS) {
+            assert_true(gmp_stacks_foreach(check_bounds, &b) >= 0);
+            assert_true(h_now() < deadline);
+            scans++;
+        }
+        print_message("procs=%d: %d scans while they started\n", procs,
+                      scans);
+        assert_int_equal(b.bad, 0);
+        struct bounds all = {0};
+        assert_true(gmp_stacks_foreach(check_bounds, &all) >= STARTERS);
+        assert_int_equal(all.bad, 0);
+        assert_int_equal(gmp_chan_close(start_ch), 0);
+        assert_int_equal(h_wait(&start_done, STARTERS), 0);
+        assert_int_equal(h_wait_quiet(), 0);
+        gmp_chan_free(start_ch);
+        assert_int_equal(gmp_shutdown(), 0);
+        ASSERT_NO_BAD();
+    }
+}
+
 static void test_stacks_foreach_bad_input(void **state)
 {
     (void)state;
@@ -377,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_hooks_balance_and_memory_returns),
         cmocka_unit_test(test_hooks_do_not_outlive_their_runtime),
         cmocka_unit_test(test_stacks_foreach_finds_a_parked_value),
+        cmocka_unit_test(test_stacks_foreach_while_goroutines_start),
     };
     return cmocka_run_group_tests_name("embed", t, NULL, NULL);
 }
