@@ -325,15 +325,21 @@ static bool keeper_waiting(void *arg)
     return ok;
 }
 
+/* A runtime with procs Ps and no hooks, for the stack tests. */
+static void start_plain(int procs)
+{
+    bad_reset();
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = procs;
+    assert_int_equal(gmp_init(&cfg), 0);
+}
+
 static void test_stacks_foreach_finds_a_parked_value(void **state)
 {
     (void)state;
     for (int procs = 1; procs <= 4; procs *= 2) {
-        bad_reset();
-        gmp_config_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.procs = procs;
-        assert_int_equal(gmp_init(&cfg), 0);
+        start_plain(procs);
         secret_seed = (uint64_t)h_now() | 1;
         secret_ch = gmp_chan_make(sizeof(int), 0);
         atomic_store(&secret_parked, 0);
@@ -398,11 +404,7 @@ static void test_stacks_foreach_while_goroutines_start(void **state)
 {
     (void)state;
     for (int procs = 1; procs <= 4; procs *= 2) {
-        bad_reset();
-        gmp_config_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.procs = procs;
-        assert_int_equal(gmp_init(&cfg), 0);
+        start_plain(procs);
         assert_non_null(start_ch = gmp_chan_make(sizeof(int), 0));
         atomic_store(&start_parked, 0);
         atomic_store(&start_done, 0);
