@@ -1,22 +1,28 @@
 /*
  * pool.c - gmp_pool_t, a pool of reusable worker goroutines with a
  * capacity (the idea of Go's ants library). It owns the pool object, the
- * worker records, the LIFO stack of idle workers, the FIFO queue of
- * submitters waiting at capacity, the purger goroutine that retires
- * workers idle longer than the expiry, and release.
+ * worker records, the LIFO stack of idle workers and the list they come
+ * back on, the FIFO queue of submitters waiting at capacity, the purger
+ * goroutine that retires workers idle longer than the expiry, and
+ * release.
  *
  * Invariants, all under pool->lock:
- *   - nidle <= nworkers, and running == nworkers - nidle: the workers
- *     that hold a task. A retiring worker counts in neither.
+ *   - Idle workers are on the idle stack (nidle) or on the return list,
+ *     and running == nworkers - idle: the workers that hold a task. A
+ *     retiring worker counts in neither.
  *   - nworkers <= cap, except after a tune lowered cap while the excess
  *     was busy: such a worker retires when its task returns, before it
  *     takes another (tune retires the idle excess itself).
- *   - The waiter queue is empty unless the idle stack is: a submitter
+ *   - The waiter queue is empty unless the idle stack is, and the return
+ *     list then holds the mark (RET_ATTN) and no worker: a submitter
  *     waits only when no worker is idle, and a worker coming back serves
  *     the first waiter before it would go idle.
- *   - A worker on the idle stack is parked or on its way to park; its
- *     state word (below) settles which, so whoever pops it hands it the
- *     task and readies it only if it did park.
+ *   - The mark is set whenever a returning worker has something to do
+ *     under the lock: a waiter to serve, the pool closed, more workers
+ *     than the capacity (attend).
+ *   - A worker on the idle stack or the return list is parked or on its
+ *     way to park; its state word (below) settles which, so whoever pops
+ *     it hands it the task and readies it only if it did park.
  *   - nalive counts what may still touch the pool: every worker
  *     goroutine until its last unlock (retiring ones too), the purger,
  *     and a worker slot a woken submitter has yet to start. Release frees
@@ -26,7 +32,8 @@
  * and of release, which release it in the park's commit, as a channel's
  * park does. Only the rare ones walk the idle array: the purger, tune and
  * release retiring workers, and its growth copying it. Every wake-up is
- * made after the unlock.
+ * made after the unlock. A worker coming back takes the lock only when
+ * the mark tells it to (The return).
  *
  * The hand-off. A task goes to a worker in one of three ways, and in each
  * the waker writes the task, then readies after the unlock (park.h's
@@ -44,55 +51,76 @@
  *      takes the first waiter's task itself, without parking, and readies
  *      the submitter with W_TAKEN. A tune that raises the capacity hands
  *      waiters reserved slots instead (W_SLOT): each starts its worker.
- * A worker with nothing to do pushes itself on the idle stack with a
- * coarse-clock stamp and parks; most recently used first, so hot stacks
- * are reused and the longest idle sit at the bottom, where the purger
- * takes them. The stack is an array of worker pointers, grown (doubling)
- * outside the lock whenever a new worker would not find a slot, so a push
- * or pop under the lock touches the pool and one slot, never another
- * worker's record: with a list through the records, every pop wrote the
- * next worker's back link, a line last written on the core that pushed
- * it, while every other submitter and returning worker waited on the
+ * A worker with nothing to do stamps itself with the coarse clock, goes on
+ * the idle stack (through the return list) and parks; most recently used
+ * first, so hot stacks are reused and the longest idle sit at the bottom,
+ * where the purger takes them. The stack is an array of worker pointers,
+ * grown (doubling) outside the lock whenever a new worker would not find a
+ * slot, so a push or pop under the lock touches the pool and one slot,
+ * never another worker's record: with a list through the records, every pop
+ * wrote the next worker's back link, a line last written on the core that
+ * pushed it, while every other submitter and returning worker waited on the
  * lock.
  *
- * The idle park. The worker pushes itself with state PARKING, unlocks,
- * and parks; the park's commit (on g0, once it is off its stack) CASes
- * PARKING -> PARKED. Whoever pops it stores the task (fn == NULL: exit)
- * and, after the unlock, swaps in HANDED: if the swap returns PARKED the
- * worker is parked and gets readied; if PARKING, its commit's CAS fails,
- * the park is called off and it runs the task at once. Exactly one of the
- * two sides sees the other's value, so there is no lost and no double
- * wake-up. The lock is not held across the switch: parking with it held
- * (the commit unlocking, as a channel does) made every submitter on
+ * The idle park. The worker stores state PARKING, pushes itself (The
+ * return), and parks; the park's commit (on g0, once it is off its stack)
+ * CASes PARKING -> PARKED. Whoever pops it stores the task (fn == NULL:
+ * exit) and, after the unlock, swaps in HANDED: if the swap returns PARKED
+ * the worker is parked and gets readied; if PARKING, its commit's CAS
+ * fails, the park is called off and it runs the task at once. Exactly one
+ * of the two sides sees the other's value, so there is no lost and no
+ * double wake-up. The lock is not held across the switch: parking with it
+ * held (the commit unlocking, as a channel does) made every submitter on
  * another P wait out the switch and, while a timer is pending, gopark's
  * clock read.
  *
- * Growth and backpressure. A readied or new worker goes to the
- * submitter's runnext (the old one to its P's ring), as any ready does. A
- * goroutine submitting in a loop would run far ahead of the workers it
- * feeds: finding none idle, it would start one per submit until the
- * capacity. Fed by one loop, a pool of capacity 10,000 grew to 10,000
- * workers: a touched page of stack each, 40 MB where Go's 10,000
- * goroutines take 27, and every switch into one missed the cache (the
- * bench case pool ran about 1.5x as long as it does now). So after a hand-off
- * a goroutine yields its P (gmp__goyield: to the tail of its ring) once
- * POOL_BACKLOG goroutines wait in that ring: those workers run, or other
- * Ps steal them (a thief takes half), before it hands over more, and most
- * are back on the idle stack by then. The pool grows only while tasks
- * outrun the workers it has, and the working set stays small and warm.
- * A plain thread holds no P and does not yield.
+ * The return. A worker whose task returned pushes itself with a CAS on
+ * the return list (p->returns, a Treiber stack through the records'
+ * next, on a line of its own) instead of taking the lock: with a lock
+ * taken by every submit and every returning worker, its line crossed
+ * between cores twice a task and the workers of many Ps queued on it
+ * behind the one submitter. Only lock holders take the list, all of it
+ * at once with an exchange (so no ABA), and move it onto the idle stack
+ * newest on top (absorb): a submit when the stack is empty, the purger,
+ * tune, release and gmp_pool_running. Whenever a returning worker has
+ * something to do under the lock (attend), the list holds the mark
+ * RET_ATTN instead, set by an exchange that takes what was pushed
+ * before it: a worker's CAS then fails on the mark, and it comes back
+ * under the lock as before, to serve a waiter or retire. One word holds
+ * both the list and the mark, so a worker cannot push itself after a
+ * submitter decided to wait and be missed: the submitter sets the mark
+ * before it looks at the stack a last time and queues itself. Taking
+ * the list reads each record's next, a line its hand-over writes
+ * anyway; the idle stack itself stays an array (above).
  *
- * Expiry. The purger parks until the bottom worker is due (or for one
- * expiry when none is idle), retires every idle worker stamped expiry_ns
- * ago or more, and waits again. Stamps use CLOCK_MONOTONIC_COARSE, five
- * times cheaper than the precise clock on every idle push; the purger
- * adds the coarse clock's resolution twice (to the age it requires and
- * to its sleep) so that no worker expires early. A retired worker is
- * popped under the lock and handed fn == NULL: it exits.
+ * Growth and backpressure. A readied or new worker goes to the submitter's
+ * runnext (the old one to its P's ring), as any ready does. A goroutine
+ * submitting in a loop would run far ahead of the workers it feeds: finding
+ * none idle, it would start one per submit until the capacity. Fed by one
+ * loop, a pool of capacity 10,000 grew to 10,000 workers: a touched page of
+ * stack each, 40 MB where Go's 10,000 goroutines take 27, and every switch
+ * into one missed the cache (the bench case pool ran about 1.5x as long as
+ * it does now). So after a hand-off a goroutine yields its P (gmp__goyield:
+ * to the tail of its ring) once POOL_BACKLOG goroutines wait in that ring:
+ * those workers run, or other Ps steal them (a thief takes half), before it
+ * hands over more, and most are idle again by then. The pool grows only
+ * while tasks outrun the workers it has, and the working set stays small
+ * and warm. A plain thread holds no P and does not yield.
  *
- * Release. closed is set under the lock: later submits get GMP_ECLOSED,
- * waiting ones are woken with it, idle workers and the purger are told
- * to exit, and busy workers retire when their tasks return. The releaser
+ * Expiry. The purger takes the return list, parks until the bottom worker
+ * is due (or for one expiry when the stack is empty), retires every idle
+ * worker stamped expiry_ns ago or more, and waits again. A worker pushed on
+ * the list meanwhile is seen at its next wake: it may expire late (by up to
+ * one expiry), never early. Stamps use CLOCK_MONOTONIC_COARSE, five times
+ * cheaper than the precise clock on every idle push; the purger adds the
+ * coarse clock's resolution twice (to the age it requires and to its sleep)
+ * so that no worker expires early. A retired worker is popped under the
+ * lock and handed fn == NULL: it exits.
+ *
+ * Release. closed is set under the lock, and the mark with it: later
+ * submits get GMP_ECLOSED, waiting ones are woken with it, idle workers
+ * and the purger are told to exit, and busy workers retire when their
+ * tasks return (under the lock, as the mark tells them). The releaser
  * then parks until nalive is 0: the last one out unlocks, touching
  * nothing of the pool afterwards (a spinlock's unlock is one store), and
  * readies the releaser, whose wait context is on its own stack.
@@ -143,6 +171,10 @@ _Static_assert(offsetof(struct worker, idle_since) <= GMP_CACHELINE,
 
 enum { WK_PARKING, WK_PARKED, WK_HANDED };
 
+/* The return list's mark (never a record's address): come back under the
+ * lock. Set only while the list is empty. */
+#define RET_ATTN ((uintptr_t)1)
+
 /* A submitter waiting at capacity: on its own stack while it waits. */
 struct waiter {
     struct waiter   *next;          /* queue; then a wake list (lock) */
@@ -166,9 +198,8 @@ struct gmp_pool {
     size_t           nworkers;      /* started, not retired (lock) */
     struct waiter   *whead;         /* submitters at capacity (lock) */
     /* Written under the lock; read under it, and without it by
-     * gmp_pool_cap and gmp_pool_running. */
+     * gmp_pool_cap. */
     _Atomic size_t   cap;
-    _Atomic size_t   running;
     /* Second line. */
     struct waiter   *wtail;         /* lock */
     size_t           idle_cap;      /* idle's slots, >= every worker that
@@ -181,6 +212,10 @@ struct gmp_pool {
     clockid_t        clock;         /* the idle stamps' clock (fixed) */
     int64_t          clock_res_ns;  /* its resolution (fixed) */
     int64_t          expiry_ns;     /* fixed, > 0 */
+    /* Own line: the workers coming back without the lock (see The
+     * return). A list through their records, newest first, or
+     * RET_ATTN. */
+    GMP_ALIGNED _Atomic uintptr_t returns;
 };
 
 _Static_assert(offsetof(struct gmp_pool, wtail) <= GMP_CACHELINE,
@@ -261,14 +296,6 @@ static size_t cap_of(const struct gmp_pool *p)
     return atomic_load_explicit(&p->cap, memory_order_relaxed);
 }
 
-/* Publishes the busy count for gmp_pool_running. Context: holds lock. */
-static void publish(struct gmp_pool *p)
-{
-    /* Relaxed: a snapshot for readers; nothing is published through it. */
-    atomic_store_explicit(&p->running, p->nworkers - p->nidle,
-                          memory_order_relaxed);
-}
-
 /* ---- The idle stack and the waiter queue (all: holds lock) --------------- */
 
 static void idle_push(struct gmp_pool *p, struct worker *wk)
@@ -279,6 +306,79 @@ static void idle_push(struct gmp_pool *p, struct worker *wk)
 static struct worker *idle_pop_top(struct gmp_pool *p)
 {
     return p->idle[--p->nidle];
+}
+
+/* ---- The return list (see The return) ----------------------------------- */
+
+/* Pushes a worker that has stored its stamp and state. False while the
+ * mark is set: the worker must come back under the lock. Context: the
+ * worker, no lock held. */
+static bool return_push(struct gmp_pool *p, struct worker *wk)
+{
+    /* Relaxed: the CAS checks it. */
+    uintptr_t r = atomic_load_explicit(&p->returns, memory_order_relaxed);
+    while (r != RET_ATTN) {
+        wk->next = (struct worker *)r;
+        /* Release: the absorbing exchange sees our record whole. */
+        if (atomic_compare_exchange_weak_explicit(&p->returns, &r,
+                                                  (uintptr_t)wk,
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+            return true;
+    }
+    return false;
+}
+
+/* Puts a taken list (newest first) on the idle stack, the newest on top. */
+static void absorb_list(struct gmp_pool *p, struct worker *wk)
+{
+    size_t lo = p->nidle;
+    for (; wk; wk = wk->next)
+        p->idle[p->nidle++] = wk;   /* room: see idle_reserve */
+    for (size_t hi = p->nidle; lo + 1 < hi; lo++, hi--) {
+        struct worker *t = p->idle[lo];
+        p->idle[lo] = p->idle[hi - 1];
+        p->idle[hi - 1] = t;
+    }
+}
+
+/* Moves the returned workers onto the idle stack. */
+static void absorb(struct gmp_pool *p)
+{
+    /* Relaxed: a peek; the exchange is what takes the list. */
+    uintptr_t r = atomic_load_explicit(&p->returns, memory_order_relaxed);
+    if (r == 0 || r == RET_ATTN)
+        return;
+    /* Acquire: pairs with return_push's release. */
+    r = atomic_exchange_explicit(&p->returns, 0, memory_order_acquire);
+    absorb_list(p, (struct worker *)r);
+}
+
+/* Sets the mark, moving what returned before it onto the idle stack: from
+ * here on every worker comes back under the lock. */
+static void attn_set(struct gmp_pool *p)
+{
+    /* Acquire: as absorb's. */
+    uintptr_t r = atomic_exchange_explicit(&p->returns, RET_ATTN,
+                                           memory_order_acquire);
+    if (r != RET_ATTN)
+        absorb_list(p, (struct worker *)r);
+}
+
+/* Sets the mark while a returning worker has something to do under the
+ * lock (serve a waiter, retire), and clears it otherwise. Called after
+ * every change to what decides it. */
+static void attend(struct gmp_pool *p)
+{
+    bool want = p->whead || p->closed || p->nworkers > cap_of(p);
+    /* Relaxed: only lock holders set or clear the mark. */
+    uintptr_t r = atomic_load_explicit(&p->returns, memory_order_relaxed);
+    if (want && r != RET_ATTN)
+        attn_set(p);
+    else if (!want && r == RET_ATTN)
+        /* Relaxed: publishes nothing; pushes after it are taken by an
+         * acquiring exchange. */
+        atomic_store_explicit(&p->returns, 0, memory_order_relaxed);
 }
 
 /* Tells the n longest idle workers to exit, and closes the gap. */
@@ -353,42 +453,56 @@ static void backpressure(void)
 
 /* ---- Workers ------------------------------------------------------------- */
 
+/* Parks an idle worker until it is popped. True if it was handed a task,
+ * false if told to exit. Context: the worker's G, no lock held. */
+static bool idle_wait(struct worker *wk)
+{
+    if (wk->w.gp)
+        gmp__gopark(commit_idle, wk, WAIT_CHAN_RECV);
+    else if (commit_idle(NULL, wk))     /* a G inside a syscall bracket */
+        gmp__notesleep(&wk->w.note);
+    return wk->fn != NULL;
+}
+
 /* After a task: takes the next one, from the first waiting submitter or,
  * after an idle park, from whoever pops this worker. False when the worker
  * must exit; it has then left the pool and freed its record.
  * Context: the worker's G. */
 static bool worker_next(struct gmp_pool *p, struct worker *wk)
 {
-    int64_t now = stamp_now(p);
+    wk->idle_since = stamp_now(p);
     gmp__wctx_init(&wk->w);
-    gmp__spin_lock(&p->lock);
-    if (GMP_UNLIKELY(p->closed || p->nworkers > cap_of(p))) {
-        p->nworkers--;              /* retire: released, or tuned down */
-        publish(p);
-    } else if (p->whead) {
-        struct waiter *wt = waitq_pop(p);
-        wk->fn = wt->fn;
-        wk->arg = wt->arg;
-        wt->result = W_TAKEN;
-        gmp__spin_unlock(&p->lock);
-        gmp__wctx_ready(&wt->w);
-        return true;
-    } else {
-        wk->idle_since = now;
-        /* Relaxed: published by the unlock; nobody pops us before it. */
-        atomic_store_explicit(&wk->state, WK_PARKING, memory_order_relaxed);
-        idle_push(p, wk);
-        publish(p);
-        gmp__spin_unlock(&p->lock);
-        if (wk->w.gp)
-            gmp__gopark(commit_idle, wk, WAIT_CHAN_RECV);
-        else if (commit_idle(NULL, wk))     /* a G inside a syscall bracket */
-            gmp__notesleep(&wk->w.note);
-        if (GMP_LIKELY(wk->fn != NULL))
+    /* Relaxed: published by the push or the unlock; nobody pops us
+     * before either. */
+    atomic_store_explicit(&wk->state, WK_PARKING, memory_order_relaxed);
+    if (GMP_LIKELY(return_push(p, wk))) {
+        if (GMP_LIKELY(idle_wait(wk)))
             return true;
-        /* Told to exit: the purger, a tune or release counted us out. */
+        gmp__spin_lock(&p->lock);   /* told to exit */
+    } else {
         gmp__spin_lock(&p->lock);
+        if (GMP_UNLIKELY(p->closed || p->nworkers > cap_of(p))) {
+            p->nworkers--;          /* retire: released, or tuned down */
+            attend(p);
+        } else if (p->whead) {
+            struct waiter *wt = waitq_pop(p);
+            attend(p);
+            wk->fn = wt->fn;
+            wk->arg = wt->arg;
+            wt->result = W_TAKEN;
+            gmp__spin_unlock(&p->lock);
+            gmp__wctx_ready(&wt->w);
+            return true;
+        } else {                    /* the mark went meanwhile */
+            idle_push(p, wk);
+            gmp__spin_unlock(&p->lock);
+            if (GMP_LIKELY(idle_wait(wk)))
+                return true;
+            gmp__spin_lock(&p->lock);
+        }
     }
+    /* Told to exit (the purger, a tune or release counted us out), or
+     * retired. */
     struct gmp__wctx *rel = leave(p);
     gmp__spin_unlock(&p->lock);
     gmp__free(wk, sizeof *wk);
@@ -466,8 +580,8 @@ static int start_worker(struct gmp_pool *p, void (*fn)(void *), void *arg)
     struct wakes wl = {0};
     gmp__spin_lock(&p->lock);
     p->nworkers--;
-    publish(p);
     grant_slots(p, &wl);            /* a waiter may take the slot */
+    attend(p);
     wl.releaser = leave(p);
     gmp__spin_unlock(&p->lock);
     wake_all(&wl);
@@ -502,11 +616,11 @@ static void purger(void *arg)
         int64_t now = stamp_now(p);
         struct wakes wl = {0};
         size_t n = 0;
+        absorb(p);
         while (n < p->nidle && now - p->idle[n]->idle_since >= span)
             n++;
         retire_oldest(p, n, &wl);
         if (wl.workers) {
-            publish(p);
             gmp__spin_unlock(&p->lock);
             wake_all(&wl);
             gmp__spin_lock(&p->lock);
@@ -561,39 +675,11 @@ gmp_pool_t *gmp_pool_new(size_t capacity, const gmp_pool_opts_t *opts)
     return p;
 }
 
-int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg)
+/* At capacity, with the lock held and the mark set: queues a waiter and
+ * parks until a worker takes its task, a tune grants it a slot, or release
+ * closes the pool. */
+static int submit_wait(struct gmp_pool *p, void (*fn)(void *), void *arg)
 {
-    if (!p || !fn)
-        return GMP_EINVAL;
-    gmp__preempt_check();
-    gmp__spin_lock(&p->lock);
-    if (GMP_LIKELY(p->nidle > 0)) { /* the hot path: an idle worker */
-        struct worker *wk = idle_pop_top(p);
-        publish(p);
-        gmp__spin_unlock(&p->lock);
-        /* Ours now: nobody else pops it, and the worker reads its task
-         * only after hand_over's exchange. */
-        wk->fn = fn;
-        wk->arg = arg;
-        hand_over(wk);
-        backpressure();
-        return 0;
-    }
-    if (p->closed) {                /* release empties the idle stack */
-        gmp__spin_unlock(&p->lock);
-        return GMP_ECLOSED;
-    }
-    if (p->nworkers < cap_of(p)) {
-        p->nworkers++;
-        p->nalive++;
-        publish(p);
-        gmp__spin_unlock(&p->lock);
-        return start_worker(p, fn, arg);
-    }
-    if (p->nonblocking) {
-        gmp__spin_unlock(&p->lock);
-        return GMP_EAGAIN;
-    }
     struct waiter wt = {.fn = fn, .arg = arg};
     gmp__wctx_init(&wt.w);
     if (p->wtail)
@@ -613,6 +699,48 @@ int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg)
     }
 }
 
+int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg)
+{
+    if (!p || !fn)
+        return GMP_EINVAL;
+    gmp__preempt_check();
+    gmp__spin_lock(&p->lock);
+    if (p->nidle == 0)
+        absorb(p);
+    if (GMP_UNLIKELY(p->nidle == 0)) {
+        if (p->closed) {            /* release empties the idle stack */
+            gmp__spin_unlock(&p->lock);
+            return GMP_ECLOSED;
+        }
+        if (p->nworkers < cap_of(p)) {
+            p->nworkers++;
+            p->nalive++;
+            gmp__spin_unlock(&p->lock);
+            return start_worker(p, fn, arg);
+        }
+        if (p->nonblocking) {
+            gmp__spin_unlock(&p->lock);
+            return GMP_EAGAIN;
+        }
+        /* From here on workers come back under the lock, and serve the
+         * waiter; one that came back meanwhile takes the task now. */
+        attn_set(p);
+        if (p->nidle == 0)
+            return submit_wait(p, fn, arg);
+        attend(p);
+    }
+    /* The hot path: an idle worker. */
+    struct worker *wk = idle_pop_top(p);
+    gmp__spin_unlock(&p->lock);
+    /* Ours now: nobody else pops it, and the worker reads its task only
+     * after hand_over's exchange. */
+    wk->fn = fn;
+    wk->arg = arg;
+    hand_over(wk);
+    backpressure();
+    return 0;
+}
+
 int gmp_pool_tune(gmp_pool_t *p, size_t capacity)
 {
     if (!p || capacity == 0)
@@ -625,19 +753,27 @@ int gmp_pool_tune(gmp_pool_t *p, size_t capacity)
     }
     /* Relaxed: written under the lock; see struct gmp_pool. */
     atomic_store_explicit(&p->cap, capacity, memory_order_relaxed);
+    absorb(p);
     size_t excess = p->nworkers > capacity ? p->nworkers - capacity : 0;
     retire_oldest(p, excess < p->nidle ? excess : p->nidle, &wl);
     grant_slots(p, &wl);
-    publish(p);
+    attend(p);
     gmp__spin_unlock(&p->lock);
     wake_all(&wl);
     return 0;
 }
 
-size_t gmp_pool_running(const gmp_pool_t *p)
+size_t gmp_pool_running(const gmp_pool_t *cp)
 {
-    /* Relaxed: a snapshot (see publish). */
-    return p ? atomic_load_explicit(&p->running, memory_order_relaxed) : 0;
+    if (!cp)
+        return 0;
+    /* The pool is never const to us: counting absorbs the return list. */
+    struct gmp_pool *p = (struct gmp_pool *)cp;
+    gmp__spin_lock(&p->lock);
+    absorb(p);
+    size_t n = p->nworkers - p->nidle;
+    gmp__spin_unlock(&p->lock);
+    return n;
 }
 
 size_t gmp_pool_cap(const gmp_pool_t *p)
@@ -658,8 +794,8 @@ int gmp_pool_release(gmp_pool_t *p)
         return GMP_ECLOSED;
     }
     p->closed = true;
+    attend(p);                      /* sets the mark: all come back here */
     retire_oldest(p, p->nidle, &wl);
-    publish(p);
     while (p->whead) {
         struct waiter *wt = waitq_pop(p);
         wt->result = W_CLOSED;

@@ -640,6 +640,38 @@ static void test_pool_tune_grows_and_shrinks_under_load(void **state)
     assert_int_equal(h_wait_quiet(), 0);
 }
 
+/* Shrinking while every worker is busy, in a pool where no submitter has
+ * waited: each worker beyond the new capacity retires as its task
+ * returns (workers come back to an idle pool without its lock unless it
+ * tells them otherwise, pool.c's The return). The long expiry keeps the
+ * purger out of it. */
+static void test_pool_shrink_retires_busy_workers_as_they_return(void **state)
+{
+    enum { N = 4 };
+    counters_reset();
+    gate_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_pool_t *p = new_pool(N, (int64_t)600 * 1000 * MS, 0);
+    assert_non_null(p);
+    int64_t base = gmp_num_goroutines();
+    fill_gated(p, N);
+    assert_int_equal(gmp_pool_tune(p, 1), 0);
+    assert_int_equal(gmp_pool_running(p), N);
+    gate_open();
+    assert_int_equal(h_wait(&finished, N), 0);
+    assert_int_equal(wait_goroutines(base + 1), 0);
+    assert_int_equal(wait_running(p, 0), 0);
+    /* The one left takes the next task. */
+    struct submitter s = {.p = p, .fn = quick_task};
+    submit_one(&s);
+    assert_int_equal(atomic_load(&s.rc), 0);
+    assert_int_equal(h_wait(&finished, N + 1), 0);
+    assert_int_equal(wait_running(p, 0), 0);
+    assert_int_equal(gmp_num_goroutines(), base + 1);
+    assert_int_equal(gmp_pool_release(p), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
 /* ---- Release ------------------------------------------------------------- */
 
 #define FLIGHT_N H_SCALE(20000)
@@ -837,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_pool_reuses_newest_and_retires_oldest),
         cmocka_unit_test(test_pool_idle_workers_expire),
         cmocka_unit_test(test_pool_tune_grows_and_shrinks_under_load),
+        cmocka_unit_test(test_pool_shrink_retires_busy_workers_as_they_return),
         cmocka_unit_test(test_pool_release_waits_for_tasks_in_flight),
         cmocka_unit_test(test_pool_release_refuses_new_and_waiting_submits),
         cmocka_unit_test(test_pool_submit_from_plain_threads),
