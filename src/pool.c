@@ -342,27 +342,25 @@ static void absorb_list(struct gmp_pool *p, struct worker *wk)
     }
 }
 
-/* Moves the returned workers onto the idle stack. */
-static void absorb(struct gmp_pool *p)
+/* Takes the return list onto the idle stack, leaving `with` in its place:
+ * 0, or RET_ATTN to set the mark (from then on every worker comes back
+ * under the lock). */
+static void take_returns(struct gmp_pool *p, uintptr_t with)
 {
-    /* Relaxed: a peek; the exchange is what takes the list. */
-    uintptr_t r = atomic_load_explicit(&p->returns, memory_order_relaxed);
-    if (r == 0 || r == RET_ATTN)
-        return;
     /* Acquire: pairs with return_push's release. */
-    r = atomic_exchange_explicit(&p->returns, 0, memory_order_acquire);
-    absorb_list(p, (struct worker *)r);
-}
-
-/* Sets the mark, moving what returned before it onto the idle stack: from
- * here on every worker comes back under the lock. */
-static void attn_set(struct gmp_pool *p)
-{
-    /* Acquire: as absorb's. */
-    uintptr_t r = atomic_exchange_explicit(&p->returns, RET_ATTN,
+    uintptr_t r = atomic_exchange_explicit(&p->returns, with,
                                            memory_order_acquire);
     if (r != RET_ATTN)
         absorb_list(p, (struct worker *)r);
+}
+
+/* Moves the returned workers onto the idle stack. */
+static void absorb(struct gmp_pool *p)
+{
+    /* Relaxed: a peek, to spare the exchange when there is nothing. */
+    uintptr_t r = atomic_load_explicit(&p->returns, memory_order_relaxed);
+    if (r != 0 && r != RET_ATTN)
+        take_returns(p, 0);
 }
 
 /* Sets the mark while a returning worker has something to do under the
@@ -374,7 +372,7 @@ static void attend(struct gmp_pool *p)
     /* Relaxed: only lock holders set or clear the mark. */
     uintptr_t r = atomic_load_explicit(&p->returns, memory_order_relaxed);
     if (want && r != RET_ATTN)
-        attn_set(p);
+        take_returns(p, RET_ATTN);
     else if (!want && r == RET_ATTN)
         /* Relaxed: publishes nothing; pushes after it are taken by an
          * acquiring exchange. */
@@ -475,11 +473,8 @@ static bool worker_next(struct gmp_pool *p, struct worker *wk)
     /* Relaxed: published by the push or the unlock; nobody pops us
      * before either. */
     atomic_store_explicit(&wk->state, WK_PARKING, memory_order_relaxed);
-    if (GMP_LIKELY(return_push(p, wk))) {
-        if (GMP_LIKELY(idle_wait(wk)))
-            return true;
-        gmp__spin_lock(&p->lock);   /* told to exit */
-    } else {
+    bool idle = return_push(p, wk);
+    if (GMP_UNLIKELY(!idle)) {      /* the mark: come back under the lock */
         gmp__spin_lock(&p->lock);
         if (GMP_UNLIKELY(p->closed || p->nworkers > cap_of(p))) {
             p->nworkers--;          /* retire: released, or tuned down */
@@ -496,13 +491,16 @@ static bool worker_next(struct gmp_pool *p, struct worker *wk)
         } else {                    /* the mark went meanwhile */
             idle_push(p, wk);
             gmp__spin_unlock(&p->lock);
-            if (GMP_LIKELY(idle_wait(wk)))
-                return true;
-            gmp__spin_lock(&p->lock);
+            idle = true;
         }
     }
-    /* Told to exit (the purger, a tune or release counted us out), or
-     * retired. */
+    if (idle) {
+        if (GMP_LIKELY(idle_wait(wk)))
+            return true;
+        gmp__spin_lock(&p->lock);   /* told to exit */
+    }
+    /* Retired, or told to exit (the purger, a tune or release counted us
+     * out). */
     struct gmp__wctx *rel = leave(p);
     gmp__spin_unlock(&p->lock);
     gmp__free(wk, sizeof *wk);
@@ -724,7 +722,7 @@ int gmp_pool_submit(gmp_pool_t *p, void (*fn)(void *), void *arg)
         }
         /* From here on workers come back under the lock, and serve the
          * waiter; one that came back meanwhile takes the task now. */
-        attn_set(p);
+        take_returns(p, RET_ATTN);
         if (p->nidle == 0)
             return submit_wait(p, fn, arg);
         attend(p);
