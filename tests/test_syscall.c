@@ -185,7 +185,9 @@ static void test_syscall_short_calls_do_not_starve_cpu_work(void **state)
 
 /* ---- A lone caller keeps its P through its slices ------------------------ */
 
-#define LONE_SLICES 5
+#define LONE_SLICES   20
+#define LONE_HANDOFFS 2         /* allowed per run, for the host's stalls */
+#define LONE_RUNS     3
 
 static struct {
     _Atomic int64_t done;
@@ -194,9 +196,9 @@ static struct {
 } lc;
 
 /* Short bracketed calls with nothing else to run, until sysmon has marked
- * LONE_SLICES slices as used up or handed the P off as often. A slice
- * often ends inside the kernel; handing the P off then would only make
- * the caller wait, on its return, for the M that got it. */
+ * LONE_SLICES slices as used up. A slice often ends inside the kernel;
+ * handing the P off then would only make the caller wait, on its return,
+ * for the M that got it. */
 static void lone_caller(void *arg)
 {
     (void)arg;
@@ -208,24 +210,36 @@ static void lone_caller(void *arg)
             (void)GMP_SYSCALL(syscall(SYS_getppid));
         gmp_stats(&b);
         lc.hung = gmp_nanotime() > give_up;
-    } while (b.preemptions - a.preemptions < LONE_SLICES &&
-             b.handoffs - a.handoffs < LONE_SLICES && !lc.hung);
+    } while (b.preemptions - a.preemptions < LONE_SLICES && !lc.hung);
     lc.slices = b.preemptions - a.preemptions;
     lc.handoffs = b.handoffs - a.handoffs;
     atomic_store(&lc.done, 1);
 }
 
+/* A call that the host keeps in the kernel past a whole sysmon round is
+ * retaken by the usual rule (at procs=1 no M is idle or spinning), and
+ * after that hand-off sysmon looks again every 20 us, so on a busy host
+ * one stall can bring a dozen or more. Such runs are rare and scattered,
+ * so the test passes when one of LONE_RUNS runs stays within
+ * LONE_HANDOFFS. The rule it guards against, a hand-off at each slice end
+ * that finds the caller in the kernel, gives 3 to 34 in most runs, and
+ * fails this test in nearly every run of the binary. */
 static void test_syscall_lone_caller_keeps_its_p(void **state)
 {
-    memset(&lc, 0, sizeof lc);
-    assert_int_equal(gmp_go(lone_caller, NULL), 0);
-    assert_int_equal(h_wait(&lc.done, 1), 0);
-    assert_false(lc.hung);
-    assert_int_equal(lc.slices, LONE_SLICES);
-    /* One call that the host stalls past a whole sysmon round is retaken
-     * by the usual rule (no M idle or spinning); allow for two. */
-    assert_true(lc.handoffs <= 2);
-    assert_int_equal(h_wait_quiet(), 0);
+    for (int run = 0; run < LONE_RUNS; run++) {
+        memset(&lc, 0, sizeof lc);
+        assert_int_equal(gmp_go(lone_caller, NULL), 0);
+        assert_int_equal(h_wait(&lc.done, 1), 0);
+        assert_false(lc.hung);
+        assert_true(lc.slices >= LONE_SLICES);
+        assert_int_equal(h_wait_quiet(), 0);
+        if (lc.handoffs <= LONE_HANDOFFS)
+            return;
+        print_message("lone caller: %llu hand-offs in run %d\n",
+                      (unsigned long long)lc.handoffs, run + 1);
+    }
+    fail_msg("a lone caller was handed off more than %d times in each of "
+             "%d runs of %d slices", LONE_HANDOFFS, LONE_RUNS, LONE_SLICES);
 }
 
 /* ---- A spawning hog yields to the preemption mark -------------------------- */
