@@ -6,7 +6,9 @@
 # registers unchanged afterwards, also after a command that fails.
 #
 # Exits 77 (ctest's SKIP_RETURN_CODE) where gdb cannot do its part: no
-# Python in it, or no ptrace (a container without the capability).
+# Python in it, no ptrace (a container without the capability), or a
+# library built without debug info (-DCMAKE_BUILD_TYPE=Release), which the
+# script needs.
 set -u
 GDB=$1
 TARGET=$2
@@ -26,6 +28,11 @@ gdbrun() {
 # gdb with Python?
 if ! gdbrun -ex 'python print("gmprt-py-" + "ok")' | grep -q gmprt-py-ok; then
     echo "SKIP: $GDB has no Python support"
+    exit 77
+fi
+# Was gmprt built with debug info?
+if ! gdbrun -ex 'info line gmp__gopark' "$TARGET" | grep -q '^Line [0-9]'; then
+    echo "SKIP: gmprt was built without debug info (-g), which the script needs"
     exit 77
 fi
 # Can gdb run a program here (ptrace)?
