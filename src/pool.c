@@ -51,11 +51,11 @@
  *      takes the first waiter's task itself, without parking, and readies
  *      the submitter with W_TAKEN. A tune that raises the capacity hands
  *      waiters reserved slots instead (W_SLOT): each starts its worker.
- * A worker with nothing to do stamps itself with the coarse clock, goes on
- * the idle stack (through the return list) and parks; most recently used
- * first, so hot stacks are reused and the longest idle sit at the bottom,
- * where the purger takes them. The stack is an array of worker pointers,
- * grown (doubling) outside the lock whenever a new worker would not find a
+ * A worker with nothing to do goes on the idle stack (through the return
+ * list) and parks; most recently used first, so hot stacks are reused and
+ * the longest idle sit at the bottom, where the purger takes them. The
+ * stack is an array of slots (a worker and its idle stamp), grown
+ * (doubling) outside the lock whenever a new worker would not find a
  * slot, so a push or pop under the lock touches the pool and one slot,
  * never another worker's record: with a list through the records, every pop
  * wrote the next worker's back link, a line last written on the core that
@@ -109,13 +109,15 @@
  *
  * Expiry. The purger takes the return list, parks until the bottom worker
  * is due (or for one expiry when the stack is empty), retires every idle
- * worker stamped expiry_ns ago or more, and waits again. A worker pushed on
- * the list meanwhile is seen at its next wake: it may expire late (by up to
- * one expiry), never early. Stamps use CLOCK_MONOTONIC_COARSE, five times
- * cheaper than the precise clock on every idle push; the purger adds the
- * coarse clock's resolution twice (to the age it requires and to its sleep)
- * so that no worker expires early. A retired worker is popped under the
- * lock and handed fn == NULL: it exits.
+ * worker stamped expiry_ns ago or more, and waits again. The stamp is one
+ * reading of CLOCK_MONOTONIC_COARSE by the lock holder that moves the
+ * return list onto the stack, for the whole list, not one by every
+ * returning worker. It is never earlier than the push, so it can only make
+ * a worker expire later, by the time it waited on the list: at most one
+ * expiry, since the purger takes the list on each wake. The purger adds
+ * the coarse clock's resolution twice (to the age it requires and to its
+ * sleep) so that no worker expires early. A retired worker is popped under
+ * the lock and handed fn == NULL: it exits.
  *
  * Release. closed is set under the lock, and the mark with it: later
  * submits get GMP_ECLOSED, waiting ones are woken with it, idle workers
@@ -162,12 +164,18 @@ struct worker {
     _Atomic uint32_t state;
     struct gmp__wctx w;             /* it parks here while idle */
     /* Second line. */
-    int64_t          idle_since;    /* coarse clock at the push (lock) */
     struct gmp_pool *pool;
 };
 
-_Static_assert(offsetof(struct worker, idle_since) <= GMP_CACHELINE,
+_Static_assert(offsetof(struct worker, pool) <= GMP_CACHELINE,
                "the hand-off fields of struct worker fit one line");
+
+/* A slot of the idle stack: a worker, and the coarse clock when it came on
+ * the stack (a lock holder's reading, never before the worker's push). */
+struct idle_slot {
+    struct worker   *wk;
+    int64_t          since;
+};
 
 enum { WK_PARKING, WK_PARKED, WK_HANDED };
 
@@ -193,7 +201,7 @@ struct gmp_pool {
     /* The idle stack: idle[0] the longest idle, idle[nidle - 1] the top.
      * An array, not a list through the workers' records, so that a push
      * or a pop under the lock writes no other worker's line (lock). */
-    struct worker  **idle;
+    struct idle_slot *idle;
     size_t           nidle;         /* lock */
     size_t           nworkers;      /* started, not retired (lock) */
     struct waiter   *whead;         /* submitters at capacity (lock) */
@@ -298,19 +306,20 @@ static size_t cap_of(const struct gmp_pool *p)
 
 /* ---- The idle stack and the waiter queue (all: holds lock) --------------- */
 
-static void idle_push(struct gmp_pool *p, struct worker *wk)
+static void idle_push(struct gmp_pool *p, struct worker *wk, int64_t now)
 {
-    p->idle[p->nidle++] = wk;       /* room: see idle_reserve */
+    /* Room: see idle_reserve. */
+    p->idle[p->nidle++] = (struct idle_slot){wk, now};
 }
 
 static struct worker *idle_pop_top(struct gmp_pool *p)
 {
-    return p->idle[--p->nidle];
+    return p->idle[--p->nidle].wk;
 }
 
 /* ---- The return list (see The return) ----------------------------------- */
 
-/* Pushes a worker that has stored its stamp and state. False while the
+/* Pushes a worker that has stored its state. False while the
  * mark is set: the worker must come back under the lock. Context: the
  * worker, no lock held. */
 static bool return_push(struct gmp_pool *p, struct worker *wk)
@@ -329,16 +338,20 @@ static bool return_push(struct gmp_pool *p, struct worker *wk)
     return false;
 }
 
-/* Puts a taken list (newest first) on the idle stack, the newest on top. */
+/* Puts a taken list (newest first) on the idle stack, the newest on top,
+ * all stamped now: one clock reading for the list, not one per worker. */
 static void absorb_list(struct gmp_pool *p, struct worker *wk)
 {
+    if (!wk)
+        return;
+    int64_t now = stamp_now(p);
     size_t lo = p->nidle;
     for (; wk; wk = wk->next)
-        p->idle[p->nidle++] = wk;   /* room: see idle_reserve */
+        idle_push(p, wk, now);
     for (size_t hi = p->nidle; lo + 1 < hi; lo++, hi--) {
-        struct worker *t = p->idle[lo];
-        p->idle[lo] = p->idle[hi - 1];
-        p->idle[hi - 1] = t;
+        struct worker *t = p->idle[lo].wk;
+        p->idle[lo].wk = p->idle[hi - 1].wk;
+        p->idle[hi - 1].wk = t;
     }
 }
 
@@ -385,7 +398,7 @@ static void retire_oldest(struct gmp_pool *p, size_t n, struct wakes *wl)
     if (n == 0)
         return;                     /* idle may be NULL: no memmove */
     for (size_t i = 0; i < n; i++) {
-        struct worker *wk = p->idle[i];
+        struct worker *wk = p->idle[i].wk;
         wk->fn = NULL;
         wk->next = wl->workers;
         wl->workers = wk;
@@ -468,7 +481,6 @@ static bool idle_wait(struct worker *wk)
  * Context: the worker's G. */
 static bool worker_next(struct gmp_pool *p, struct worker *wk)
 {
-    wk->idle_since = stamp_now(p);
     gmp__wctx_init(&wk->w);
     /* Relaxed: published by the push or the unlock; nobody pops us
      * before either. */
@@ -489,7 +501,7 @@ static bool worker_next(struct gmp_pool *p, struct worker *wk)
             gmp__wctx_ready(&wt->w);
             return true;
         } else {                    /* the mark went meanwhile */
-            idle_push(p, wk);
+            idle_push(p, wk, stamp_now(p));
             gmp__spin_unlock(&p->lock);
             idle = true;
         }
@@ -538,10 +550,10 @@ static bool idle_reserve(struct gmp_pool *p)
             n = 64;
         if (n > SIZE_MAX / sizeof *p->idle)
             return false;
-        struct worker **a = gmp__alloc(n * sizeof *a);
+        struct idle_slot *a = gmp__alloc(n * sizeof *a);
         if (!a)
             return false;
-        struct worker **old = a;
+        struct idle_slot *old = a;
         size_t oldn = n;
         gmp__spin_lock(&p->lock);
         if (p->idle_cap < n) {      /* else another grew it meanwhile */
@@ -615,7 +627,7 @@ static void purger(void *arg)
         struct wakes wl = {0};
         size_t n = 0;
         absorb(p);
-        while (n < p->nidle && now - p->idle[n]->idle_since >= span)
+        while (n < p->nidle && now - p->idle[n].since >= span)
             n++;
         retire_oldest(p, n, &wl);
         if (wl.workers) {
@@ -626,7 +638,7 @@ static void purger(void *arg)
         }
         int64_t wait_ns = p->expiry_ns;
         if (p->nidle)   /* until the bottom is due, by the coarse clock */
-            wait_ns = sat_add(span - (now - p->idle[0]->idle_since),
+            wait_ns = sat_add(span - (now - p->idle[0].since),
                               p->clock_res_ns);
         gmp__wctx_init(&w);
         p->purger_w = &w;

@@ -3,9 +3,9 @@
  * a million (scaled) runs exactly once; the capacity bounds the tasks
  * running at any instant and is reached; a submit at capacity waits until
  * a worker comes back, a non-blocking one fails with GMP_EAGAIN; idle
- * workers expire; tune up and down under load; release with tasks in
- * flight and with submitters waiting; submits from plain threads and from
- * inside tasks.
+ * workers expire, never before their expiry; tune up and down under load;
+ * release with tasks in flight and with submitters waiting; submits from
+ * plain threads and from inside tasks.
  *
  * States are made, not waited out: tasks hold their workers on a gate
  * (a mutex, a cond and a flag) until the test opens it; the test waits on
@@ -569,6 +569,51 @@ static void test_pool_idle_workers_expire(void **state)
     assert_int_equal(h_wait_quiet(), 0);
 }
 
+/* A worker expires once idle expiry_ns, never before. The task notes when
+ * it returns; the test polls the goroutine count without sleeping and
+ * checks that the worker left at least expiry_ns later. Only a lower
+ * bound: a busy host can delay the exit, never advance it. Each round
+ * submits a little later after the last exit, so that the returns fall at
+ * different points of the purger's sleep (it sleeps one expiry when no
+ * worker is idle). */
+static _Atomic int64_t returned_at;
+
+static void timed_task(void *arg)
+{
+    (void)arg;
+    enter(NULL);
+    leave();
+    atomic_store(&returned_at, gmp_nanotime());
+}
+
+static void test_pool_idle_worker_lives_its_expiry(void **state)
+{
+    enum { ROUNDS = 6 };
+    const int64_t expiry = 20 * MS;
+    counters_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_pool_t *p = new_pool(4, expiry, 0);
+    assert_non_null(p);
+    int64_t base = gmp_num_goroutines();        /* the purger */
+    for (int i = 0; i < ROUNDS; i++) {
+        int64_t later = gmp_nanotime() + i * expiry / ROUNDS;
+        while (gmp_nanotime() < later)
+            ;
+        atomic_store(&returned_at, 0);
+        assert_int_equal(gmp_pool_submit(p, timed_task, NULL), 0);
+        int64_t give_up = gmp_nanotime() + H_DEADLINE_NS;
+        while (atomic_load(&returned_at) == 0 && gmp_nanotime() < give_up)
+            ;
+        while (gmp_num_goroutines() != base && gmp_nanotime() < give_up)
+            ;
+        int64_t gone = gmp_nanotime();
+        assert_true(gone < give_up);
+        assert_true(gone - atomic_load(&returned_at) >= expiry);
+    }
+    assert_int_equal(gmp_pool_release(p), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
 /* ---- Tune ---------------------------------------------------------------- */
 
 static void test_pool_tune_grows_and_shrinks_under_load(void **state)
@@ -868,6 +913,7 @@ int main(void)
         cmocka_unit_test(test_pool_idle_worker_is_reused),
         cmocka_unit_test(test_pool_reuses_newest_and_retires_oldest),
         cmocka_unit_test(test_pool_idle_workers_expire),
+        cmocka_unit_test(test_pool_idle_worker_lives_its_expiry),
         cmocka_unit_test(test_pool_tune_grows_and_shrinks_under_load),
         cmocka_unit_test(test_pool_shrink_retires_busy_workers_as_they_return),
         cmocka_unit_test(test_pool_release_waits_for_tasks_in_flight),
