@@ -31,7 +31,7 @@ if ! gdbrun -ex 'python print("gmprt-py-" + "ok")' | grep -q gmprt-py-ok; then
     exit 77
 fi
 # Was gmprt built with debug info?
-if ! gdbrun -ex 'info line gmp__gopark' "$TARGET" | grep -q '^Line [0-9]'; then
+if ! gdbrun -ex 'info line gmp_go' "$TARGET" | grep -q '^Line [0-9]'; then
     echo "SKIP: gmprt was built without debug info (-g), which the script needs"
     exit 77
 fi
