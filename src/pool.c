@@ -55,12 +55,12 @@
  * list) and parks; most recently used first, so hot stacks are reused and
  * the longest idle sit at the bottom, where the purger takes them. The
  * stack is an array of slots (a worker and its idle stamp), grown
- * (doubling) outside the lock whenever a new worker would not find a
- * slot, so a push or pop under the lock touches the pool and one slot,
- * never another worker's record: with a list through the records, every pop
+ * (doubling) outside the lock whenever a new worker would not find a slot,
+ * so a push or pop under the lock touches the pool and one slot, never
+ * another worker's record: with a list through the records, every pop
  * wrote the next worker's back link, a line last written on the core that
- * pushed it, while every other submitter and returning worker waited on the
- * lock.
+ * pushed it, while every other submitter and returning worker waited on
+ * the lock.
  *
  * The idle park. The worker stores state PARKING, pushes itself (The
  * return), and parks; the park's commit (on g0, once it is off its stack)
@@ -319,9 +319,9 @@ static struct worker *idle_pop_top(struct gmp_pool *p)
 
 /* ---- The return list (see The return) ----------------------------------- */
 
-/* Pushes a worker that has stored its state. False while the
- * mark is set: the worker must come back under the lock. Context: the
- * worker, no lock held. */
+/* Pushes a worker that has stored its state. False while the mark is set:
+ * the worker must come back under the lock. Context: the worker, no lock
+ * held. */
 static bool return_push(struct gmp_pool *p, struct worker *wk)
 {
     /* Relaxed: the CAS checks it. */
