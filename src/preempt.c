@@ -18,8 +18,10 @@
  *     signal handler, nor in code that masked signals);
  *   - the interrupted PC is not in the runtime (between gmp__text_begin
  *     and gmp__text_end: the library is partially linked into one object
- *     with those markers first and last), nor in libc, the dynamic loader,
- *     the vDSO or the other system libraries listed in excluded_libs:
+ *     with those markers first and last, and calls out only through its
+ *     GOT, never a PLT stub, cmake/check_text.cmake), nor in libc, the
+ *     dynamic loader, the vDSO or the other system libraries listed in
+ *     excluded_libs, nor in the program's PLT stubs (exclude_program_plt):
  *     code there may hold a lock the next goroutine on this thread needs
  *     (the runtime reads the clock through the vDSO with locks held);
  *   - arm64: no SVE or SME state beyond the SIMD registers is live.
@@ -48,6 +50,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <signal.h>
 #include <sys/auxv.h>
@@ -143,14 +146,71 @@ static bool is_vdso(const struct dl_phdr_info *info)
     return false;
 }
 
+/*
+ * The program's PLT stubs. A program that is not position-independent and
+ * takes the address of a library function (fn = free) gets a "canonical"
+ * PLT entry for it, and every GOT in the process then holds that stub's
+ * address, the runtime's included: the runtime's calls into libc, made
+ * through its GOT (-fno-plt, CMakeLists.txt), pass through the stub, a
+ * few instructions outside every range above. Section headers are not
+ * mapped, so they come from the file. Best effort: without /proc the
+ * stubs stay unexcluded.
+ */
+static void exclude_program_plt(uintptr_t bias)
+{
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ElfW(Ehdr) eh;
+    ElfW(Shdr) names;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_shentsize != sizeof(ElfW(Shdr)) ||
+        eh.e_shstrndx == SHN_UNDEF || eh.e_shstrndx >= eh.e_shnum ||
+        pread(fd, &names, sizeof names,
+              (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof names)) !=
+            (ssize_t)sizeof names) {
+        close(fd);
+        return;
+    }
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        ElfW(Shdr) sh;
+        char name[16];
+        if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
+            (ssize_t)sizeof sh)
+            break;
+        if (!(sh.sh_flags & SHF_EXECINSTR) || sh.sh_name >= names.sh_size)
+            continue;
+        ssize_t n = pread(fd, name, sizeof name - 1,
+                          (off_t)(names.sh_offset + sh.sh_name));
+        if (n <= 0)
+            continue;
+        name[n] = 0;
+        /* .plt, .plt.sec, .plt.got; .iplt in static programs. */
+        if (strncmp(name, ".plt", 4) == 0 || strcmp(name, ".iplt") == 0)
+            excl_add(bias + sh.sh_addr, bias + sh.sh_addr + sh.sh_size);
+    }
+    close(fd);
+}
+
+struct scan_state {
+    bool have_libc;
+    bool program_seen;
+};
+
 static int scan_object(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    bool *have_libc = data;
+    struct scan_state *st = data;
     const char *name = info->dlpi_name;
     bool hit = is_vdso(info);
+    if (!hit && !st->program_seen) {
+        st->program_seen = true;    /* the first object is the program */
+        exclude_program_plt(info->dlpi_addr);
+        return 0;
+    }
     if (!hit && (!name || !*name))
-        return 0;                   /* the program itself */
+        return 0;
     const char *base = name ? strrchr(name, '/') : NULL;
     base = base ? base + 1 : name ? name : "";
     for (size_t i = 0; i < sizeof excluded_libs / sizeof *excluded_libs; i++)
@@ -159,7 +219,7 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *data)
     if (!hit)
         return 0;
     if (strncmp(base, "libc.so", 7) == 0)
-        *have_libc = true;
+        st->have_libc = true;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
@@ -201,9 +261,9 @@ static bool scan_excluded(void)
 {
     excl.n = 0;
     excl_add((uintptr_t)gmp__text_begin, (uintptr_t)gmp__text_end);
-    bool have_libc = false;
-    dl_iterate_phdr(scan_object, &have_libc);
-    return have_libc && !static_sanitizer();
+    struct scan_state st = {false, false};
+    dl_iterate_phdr(scan_object, &st);
+    return st.have_libc && !static_sanitizer();
 }
 
 /* ---- Context access ------------------------------------------------------ */

@@ -1,7 +1,8 @@
 /*
  * test_preempt.c - asynchronous preemption: fairness between loops that
  * never call the runtime, exact registers across preemptions, sections
- * that must not be preempted (gmp_preempt_disable, libc), the switches
+ * that must not be preempted (gmp_preempt_disable, libc, the program's
+ * PLT stubs), the switches
  * that turn it off, the host's SIGURG handler, and a mixed stress.
  *
  * Some tests drive preemption faster than sysmon's 10 ms slices: a plain
@@ -427,6 +428,71 @@ static void test_preempt_waits_for_libc_to_return(void **state)
     assert_int_equal(h_wait_quiet(), 0);
 }
 
+/* ---- The program's PLT stubs -------------------------------------------- */
+
+/*
+ * This program is built without PIE where it can be (tests/CMakeLists.txt,
+ * GMP_TEST_NO_PIE) and takes labs's address in code, so that address is a
+ * "canonical" PLT stub in the program, and every GOT holds it, the
+ * runtime's too. A signal landing in such a stub during one of the
+ * runtime's own calls would preempt the runtime holding a lock (startm
+ * calls pthread_create under sched.lock). A call through the stub spends
+ * a good part of its few instructions there: no preemption may land in it.
+ */
+#define PLT_ENTRY 16                /* bytes per PLT entry, both arches */
+#define PLT_WANT  (GMP_TEST_EMULATED || H_SANITIZED ? 200 : 1000)
+
+static struct {
+    _Atomic int64_t done;
+    int64_t in_stub;
+    bool canonical;
+} ps;
+
+static __attribute__((noinline)) long (*labs_address(void))(long)
+{
+    return labs;
+}
+
+static void plt_caller(void *arg)
+{
+    (void)arg;
+    struct g *gp = self();
+    long (*volatile fn)(long) = labs_address();
+    uintptr_t stub = (uintptr_t)fn;
+    ps.canonical = !pc_in_shared_lib(stub);
+    uint32_t p0 = self_async(gp), last = p0;
+    int64_t in_stub = 0;
+    long sum = 0;
+    while (last - p0 < PLT_WANT) {
+        sum += fn(-1);
+        uint32_t now = self_async(gp);
+        if (now != last) {
+            last = now;
+            if (((volatile struct g *)gp)->asyncpc - stub < PLT_ENTRY)
+                in_stub++;
+        }
+    }
+    G_CHECK(sum > 0);
+    ps.in_stub = in_stub;
+    atomic_fetch_add(&ps.done, 1);
+}
+
+static void test_preempt_skips_the_programs_plt(void **state)
+{
+    (void)state;
+    SKIP_WITHOUT_ASYNC();
+    memset(&ps, 0, sizeof ps);
+    assert_int_equal(under_preempter(plt_caller, &ps.done), 0);
+    print_message("labs at a %s, %lld of %d preemptions in it\n",
+                  ps.canonical ? "PLT stub" : "library address",
+                  (long long)ps.in_stub, PLT_WANT);
+#ifdef GMP_TEST_NO_PIE
+    assert_true(ps.canonical);
+#endif
+    assert_int_equal(ps.in_stub, 0);
+    assert_int_equal(h_wait_quiet(), 0);
+}
+
 /* ---- Blocking calls outside a bracket restart --------------------------------- */
 
 static struct {
@@ -697,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_preempt_disabled_section_is_not_preempted),
         cmocka_unit_test(test_preempt_waits_for_libc_to_return),
         cmocka_unit_test(test_preempt_blocking_read_restarts),
+        cmocka_unit_test(test_preempt_skips_the_programs_plt),
     };
     const struct CMUnitTest stress[] = {
         cmocka_unit_test(test_preempt_mixed_stress),
