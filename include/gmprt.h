@@ -108,7 +108,11 @@ typedef struct gmp_config {
      *     chunks of many) and signal stacks: page-aligned memory the
      *     runtime may mprotect/madvise (guard pages, which it removes
      *     again before stack_free); it is committed as it is touched only
-     *     if the host's memory is. */
+     *     if the host's memory is.
+     *   The memory hooks run on the thread that needs the memory, which
+     *   may be a goroutine's, sometimes with a runtime lock held: they
+     *   must not call gmprt, and the goroutine is not preempted inside
+     *   them (so a hook may take its own locks). */
     void  (*thread_start)(void *ctx);
     void  (*thread_stop)(void *ctx);
     void *(*mem_alloc)(size_t size, void *ctx);

@@ -16,7 +16,18 @@
  * that an object made under a runtime (a channel, say) and freed after it
  * stopped goes back to the same allocator. Read without a lock: they
  * change only while no runtime thread exists (lifecycle.c's lock).
+ *
+ * No goroutine is preempted inside a hook. The preemption handler tells
+ * safe code from unsafe by address (src/preempt.c), and a hook is the
+ * host's code, which it cannot tell from the program's; yet the runtime
+ * may call it holding one of its locks (startm allocates an M under
+ * sched.lock, from gmp_go), and the host's allocator may hold its own.
+ * A goroutine stopped there would keep both while the next one on the
+ * thread wants them. So a call from a goroutine raises its preemptoff
+ * for the length of the hook, as gmp_preempt_disable does (without the
+ * preemption point on the way out, which would yield under the lock).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -43,13 +54,36 @@ void gmp__hooks_set(const gmp_config_t *cfg)
     gmp__hooks.hook_ctx = cfg->hook_ctx;
 }
 
+/* Brackets a call into a host hook. Returns the goroutine that made it,
+ * or NULL when the caller is no goroutine (g0, a plain thread). */
+static struct g *hook_begin(void)
+{
+    struct m *mp = gmp__getm();
+    struct g *gp = mp ? mp->curg : NULL;
+    if (gp)
+        gp->preemptoff++;
+    /* The handler runs on this thread: the compiler must only keep the
+     * increment before the call. */
+    atomic_signal_fence(memory_order_seq_cst);
+    return gp;
+}
+
+static void hook_end(struct g *gp)
+{
+    atomic_signal_fence(memory_order_seq_cst);  /* as in hook_begin */
+    if (gp)
+        gp->preemptoff--;
+}
+
 void *gmp__alloc(size_t size)
 {
     void *p;
     if (size == 0)
         size = 1;
     if (gmp__hooks.mem_alloc) {
+        struct g *gp = hook_begin();
         p = gmp__hooks.mem_alloc(size, gmp__hooks.hook_ctx);
+        hook_end(gp);
         if (p && ((uintptr_t)p & (GMP_CACHELINE - 1)))
             gmp__throw("gmp_config_t.mem_alloc returned memory not aligned "
                        "to 64 bytes");
@@ -67,16 +101,21 @@ void gmp__free(void *p, size_t size)
         return;
     if (size == 0)
         size = 1;
-    if (gmp__hooks.mem_free)
+    if (gmp__hooks.mem_free) {
+        struct g *gp = hook_begin();
         gmp__hooks.mem_free(p, size, gmp__hooks.hook_ctx);
-    else
+        hook_end(gp);
+    } else {
         free(p);
+    }
 }
 
 void *gmp__stack_map(size_t size)
 {
     if (gmp__hooks.stack_alloc) {
+        struct g *gp = hook_begin();
         void *p = gmp__hooks.stack_alloc(size, gmp__hooks.hook_ctx);
+        hook_end(gp);
         if (p && ((uintptr_t)p & 4095))
             gmp__throw("gmp_config_t.stack_alloc returned memory not "
                        "page-aligned");
@@ -91,10 +130,13 @@ void gmp__stack_unmap(void *p, size_t size)
 {
     if (!p)
         return;
-    if (gmp__hooks.stack_free)
+    if (gmp__hooks.stack_free) {
+        struct g *gp = hook_begin();
         gmp__hooks.stack_free(p, size, gmp__hooks.hook_ctx);
-    else
+        hook_end(gp);
+    } else {
         munmap(p, size);
+    }
 }
 
 void gmp__thread_started(void)

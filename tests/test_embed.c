@@ -15,6 +15,10 @@
  *     [sp, hi); once the goroutine has exited, no reported stack holds it;
  *     called while goroutines get their first stacks, it reports sane
  *     bounds, and under TSan reading them is no race;
+ *   - a goroutine is never preempted inside a memory hook, which the
+ *     runtime may call holding its own locks: a hook that holds a lock of
+ *     its own and spins past the preemption slice is never re-entered on
+ *     its thread while it holds that lock;
  *   - bad input and no runtime are errors.
  * Each test starts and stops its own runtime (the hooks are set at start).
  */
@@ -424,6 +428,88 @@ static void test_stacks_foreach_while_goroutines_start(void **state)
     }
 }
 
+/* ---- No preemption inside a hook ------------------------------------------ */
+
+/*
+ * The runtime calls mem_alloc from goroutines, sometimes holding a lock of
+ * its own (startm makes an M under sched.lock, from gmp_go). This hook
+ * takes a lock of its own too and then spins 40 ms, past the 10 ms slice
+ * after which sysmon asks for preemption. Were the goroutine stopped
+ * inside, the next one on that thread would find the hook's lock held by
+ * its own thread ("reentered"; without the guard, at procs=1, every run);
+ * the runtime's lock would have hung it outright.
+ */
+#define SPIN_GS    4
+#define SPIN_CHANS 3
+#define SPIN_NS    (40 * MS)
+
+static struct {
+    pthread_mutex_t mu;
+    _Atomic int32_t holder;         /* thread id inside, or 0 */
+    _Atomic int     armed, reentered, spun;
+} sh = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void *spin_alloc(size_t size, void *ctx)
+{
+    if (atomic_load(&sh.armed)) {
+        if (pthread_mutex_trylock(&sh.mu) != 0) {
+            if (atomic_load(&sh.holder) == h_tid()) {
+                atomic_fetch_add(&sh.reentered, 1);
+                return count_alloc(size, ctx);
+            }
+            pthread_mutex_lock(&sh.mu);     /* another thread's call */
+        }
+        atomic_store(&sh.holder, h_tid());
+        int64_t end = h_now() + SPIN_NS;
+        while (h_now() < end)
+            ;
+        atomic_fetch_add(&sh.spun, 1);
+        atomic_store(&sh.holder, 0);
+        pthread_mutex_unlock(&sh.mu);
+    }
+    return count_alloc(size, ctx);
+}
+
+static _Atomic int64_t spin_done;
+
+static void spin_maker(void *arg)
+{
+    (void)arg;
+    gmp_chan_t *chs[SPIN_CHANS];
+    for (int i = 0; i < SPIN_CHANS; i++)
+        G_CHECK((chs[i] = gmp_chan_make(sizeof(int), 1)) != NULL);
+    for (int i = 0; i < SPIN_CHANS; i++)
+        gmp_chan_free(chs[i]);
+    atomic_fetch_add(&spin_done, 1);
+}
+
+static void test_hooks_are_not_preempted(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        gmp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.procs = procs;
+        cfg.mem_alloc = spin_alloc;
+        cfg.mem_free = count_free;
+        assert_int_equal(gmp_init(&cfg), 0);
+        atomic_store(&sh.reentered, 0);
+        atomic_store(&sh.spun, 0);
+        atomic_store(&spin_done, 0);
+        atomic_store(&sh.armed, 1);
+        for (int i = 0; i < SPIN_GS; i++)
+            assert_int_equal(gmp_go(spin_maker, NULL), 0);
+        assert_int_equal(h_wait(&spin_done, SPIN_GS), 0);
+        atomic_store(&sh.armed, 0);
+        assert_int_equal(gmp_shutdown(), 0);
+        ASSERT_NO_BAD();
+        print_message("procs=%d: %d spinning hook calls\n", procs,
+                      atomic_load(&sh.spun));
+        assert_true(atomic_load(&sh.spun) >= SPIN_GS * SPIN_CHANS);
+        assert_int_equal(atomic_load(&sh.reentered), 0);
+    }
+}
+
 static void test_stacks_foreach_bad_input(void **state)
 {
     (void)state;
@@ -441,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_hooks_do_not_outlive_their_runtime),
         cmocka_unit_test(test_stacks_foreach_finds_a_parked_value),
         cmocka_unit_test(test_stacks_foreach_while_goroutines_start),
+        cmocka_unit_test(test_hooks_are_not_preempted),
     };
     return cmocka_run_group_tests_name("embed", t, NULL, NULL);
 }
