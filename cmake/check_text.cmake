@@ -48,23 +48,21 @@ foreach(line IN LISTS lines)
   endif()
 endforeach()
 
-foreach(sym IN LISTS undefined)
-  if(sym MATCHES "^__aarch64_")
-    message(FATAL_ERROR
-      "gmprt: ${OBJ} calls ${sym}, an outline atomic outside the "
-      "runtime's code range; build with -mno-outline-atomics")
-  endif()
-endforeach()
 if(RTLIB AND NM AND EXISTS "${RTLIB}")
   execute_process(COMMAND ${NM} -g --defined-only ${RTLIB}
     OUTPUT_VARIABLE rtsyms ERROR_QUIET)
   string(REPLACE "\n" ";" lines "${rtsyms}")
   foreach(line IN LISTS lines)
     if(line MATCHES " [TtWi] ([^ ]+)$" AND CMAKE_MATCH_1 IN_LIST undefined)
+      set(sym "${CMAKE_MATCH_1}")
+      set(fix "write the operation without it")
+      if(sym MATCHES "^__aarch64_")     # an outline atomic
+        set(fix "build with -mno-outline-atomics")
+      endif()
       message(FATAL_ERROR
-        "gmprt: ${OBJ} calls ${CMAKE_MATCH_1}, from the compiler's runtime "
-        "library (${RTLIB}), which is linked outside the runtime's code "
-        "range; write the operation without it")
+        "gmprt: ${OBJ} calls ${sym}, from the compiler's runtime library "
+        "(${RTLIB}), which is linked outside the runtime's code range; "
+        "${fix}")
     endif()
   endforeach()
 endif()
