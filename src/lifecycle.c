@@ -186,6 +186,7 @@ static struct schedt *runtime_new(const struct settings *set)
     s->schedtrace_ms = set->schedtrace_ms;
     s->scheddetail = set->scheddetail;
     s->start_ns = gmp_nanotime();
+    gmp__timers_setup();
     /* Relaxed: not yet published. */
     atomic_store_explicit(&s->coarse_ns, s->start_ns, memory_order_relaxed);
     if (!(s->allp = gmp__alloc(sizeof(struct p) * (size_t)s->procs))) {

@@ -666,8 +666,11 @@ static void rescue_timers(struct schedt *s, struct p *pp, int64_t *now)
                                          memory_order_relaxed);
         if (w == 0)
             continue;
-        if (*now == 0)
+        if (*now == 0) {
+            if (gmp__timer_surely_before(gmp__deadline(w, TIMER_RESCUE_NS)))
+                continue;
             *now = gmp_nanotime();
+        }
         if (*now - w > TIMER_RESCUE_NS)
             gmp__checktimers(victim, now);
     }
@@ -823,7 +826,7 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
     /* Nor when a timer here is due: schedule() runs it first. Relaxed:
      * see timer.c. */
     int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-    if (tw != 0 && tw <= gmp_nanotime())
+    if (tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp_nanotime())
         return false;
     /* Acquire: as in gmp__runqget, the G was published by the exchange
      * that put it there. */

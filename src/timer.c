@@ -167,14 +167,29 @@ bool gmp__timer_del(struct gmp__timer *t)
     return removed;
 }
 
+_Atomic int64_t gmp__coarse_margin;
+
+void gmp__timers_setup(void)
+{
+    struct timespec res;
+    int64_t margin = 0;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0)
+        margin = 2 * (int64_t)res.tv_nsec;
+    /* Relaxed: see timer.h; no M of this runtime exists yet. */
+    atomic_store_explicit(&gmp__coarse_margin, margin, memory_order_relaxed);
+}
+
 int gmp__checktimers(struct p *pp, int64_t *now)
 {
     /* Relaxed: see the file comment. */
     int64_t next = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
     if (next == 0)
         return 0;
-    if (*now == 0)
+    if (*now == 0) {
+        if (gmp__timer_surely_before(next))
+            return 0;
         *now = gmp_nanotime();
+    }
     if (*now < next)
         return 0;
     int ran = 0;

@@ -28,6 +28,11 @@
  *     held; a signal before the timeout gives 0; a timed-out waiter does
  *     not swallow a signal meant for a later waiter, also when the signal
  *     races the timeout; broadcast over timed and untimed waiters;
+ *   - the coarse-clock check (timer.h) never judges a time that has come
+ *     to be in the future; and with a timer ten minutes off on the P,
+ *     10,000 yields, and at procs=1 10,000 channel round trips, make
+ *     almost no precise clock reads (counted by interposing
+ *     clock_gettime; not in sanitized builds);
  *   - deadlock detection with timers (forked children): goroutines asleep
  *     on timers, or waiting with a timeout, are no deadlock; once every
  *     timer has fired or been cancelled by an early wake and main blocks
@@ -1398,6 +1403,149 @@ static void test_cond_broadcast_mixed_timed_and_untimed(void **state)
     assert_quiet();
 }
 
+/* ---- What a pending timer costs a scheduling point ---------------------- */
+
+/* Every scheduling point on a P with a pending timer asks whether it is
+ * due. When the coarse clock shows it is far off (timer.h), the answer
+ * must not cost a precise clock read: those are counted per thread by
+ * interposing clock_gettime (not in sanitized builds, whose runtimes
+ * intercept it themselves). */
+#if !H_SANITIZED
+#include <dlfcn.h>
+
+static int (*real_clock_gettime)(clockid_t, struct timespec *);
+static __thread long precise_reads;
+
+__attribute__((constructor)) static void find_clock_gettime(void)
+{
+    real_clock_gettime = (int (*)(clockid_t, struct timespec *))dlsym(
+        RTLD_NEXT, "clock_gettime");
+}
+
+int clock_gettime(clockid_t c, struct timespec *ts)
+{
+    if (c == CLOCK_MONOTONIC)
+        precise_reads++;
+    if (real_clock_gettime)
+        return real_clock_gettime(c, ts);
+    return (int)syscall(SYS_clock_gettime, c, ts);
+}
+
+#define FAR_ROUNDS 10000
+/* Reads a scheduler may make for its own reasons in FAR_ROUNDS rounds
+ * (a wake-up of a sleeping M, a stop): far below one per round. */
+#define FAR_READS_MAX 100
+
+static struct {
+    gmp_chan_t *ping, *pong;
+    long reads_locked, reads_pingpong;
+    bool interposed;
+    _Atomic int64_t done;
+} far;
+
+static void noop_timer(struct gmp__timer *t)
+{
+    (void)t;
+}
+
+/* Adds t, due in ten minutes, to the caller's own P. */
+static void far_timer_add(struct gmp__timer *t)
+{
+    memset(t, 0, sizeof *t);
+    t->f = noop_timer;
+    gmp_preempt_disable();              /* stay the owner of pp */
+    struct p *pp = gmp__getm()->p;
+    G_CHECK(gmp__timer_reserve(pp));
+    t->when = gmp_nanotime() + 600 * 1000000000LL;
+    gmp__timer_add(pp, t);              /* far: no poller to wake early */
+    gmp_preempt_enable();
+}
+
+static void far_echo(void *arg)
+{
+    (void)arg;
+    long v;
+    for (int i = 0; i < FAR_ROUNDS; i++) {
+        G_CHECK(gmp_chan_recv(far.ping, &v) == 0);
+        G_CHECK(gmp_chan_send(far.pong, &v) == 0);
+    }
+}
+
+static void far_main(void *arg)
+{
+    (void)arg;
+    struct gmp__timer t;
+    /* Yields, locked to this thread so that every read is counted on
+     * it. */
+    gmp_lock_os_thread();
+    far_timer_add(&t);
+    long r0 = precise_reads;
+    for (int i = 0; i < FAR_ROUNDS; i++)
+        gmp_yield();
+    far.reads_locked = precise_reads - r0;
+    gmp__timer_del(&t);
+    /* The count works: a read of the clock here is seen. */
+    r0 = precise_reads;
+    (void)gmp_nanotime();
+    far.interposed = precise_reads == r0 + 1;
+    gmp_unlock_os_thread();
+    /* Channel round trips, each side parking in turn: at procs=1 both
+     * goroutines run on this one thread. */
+    if (gmp_procs() == 1) {
+        far_timer_add(&t);
+        G_CHECK(gmp_go(far_echo, NULL) == 0);
+        r0 = precise_reads;
+        for (long i = 0; i < FAR_ROUNDS; i++) {
+            long v = -1;
+            G_CHECK(gmp_chan_send(far.ping, &i) == 0);
+            G_CHECK(gmp_chan_recv(far.pong, &v) == 0 && v == i);
+        }
+        far.reads_pingpong = precise_reads - r0;
+        gmp__timer_del(&t);
+    }
+    atomic_store(&far.done, 1);
+}
+
+static void test_far_timer_costs_no_precise_clock_read(void **state)
+{
+    memset(&far, 0, sizeof far);
+    far.ping = mkchan(sizeof(long), 0);
+    far.pong = mkchan(sizeof(long), 0);
+    assert_int_equal(gmp_go(far_main, NULL), 0);
+    assert_int_equal(h_wait(&far.done, 1), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_true(far.interposed);
+    if (far.reads_locked > FAR_READS_MAX ||
+        far.reads_pingpong > FAR_READS_MAX)
+        print_error("precise clock reads in %d rounds: %ld yielding, "
+                    "%ld in round trips\n", FAR_ROUNDS, far.reads_locked,
+                    far.reads_pingpong);
+    assert_true(far.reads_locked <= FAR_READS_MAX);
+    assert_true(far.reads_pingpong <= FAR_READS_MAX);
+    gmp_chan_free(far.ping);
+    gmp_chan_free(far.pong);
+}
+#endif
+
+/* The coarse test never calls a time that has come "surely before" it:
+ * a timer is never judged not due once it is. */
+static void test_coarse_check_never_ahead(void **state)
+{
+    for (int i = 0; i < H_SCALE(200000); i++) {
+        int64_t now = gmp_nanotime();
+        if (gmp__timer_surely_before(now)) {
+            print_error("at %lld: judged in the future\n", (long long)now);
+            fail();
+        }
+    }
+    /* Nor is the check vacuous where the system has a coarse clock: ten
+     * seconds ahead is far enough for any tick. */
+    struct timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0)
+        assert_true(gmp__timer_surely_before(gmp_nanotime() +
+                                             10 * 1000000000LL));
+}
+
 int main(void)
 {
     const struct CMUnitTest fork[] = {
@@ -1436,6 +1584,10 @@ int main(void)
         cmocka_unit_test(test_cond_timed_out_waiter_keeps_no_signal),
         cmocka_unit_test(test_cond_signal_races_timeout),
         cmocka_unit_test(test_cond_broadcast_mixed_timed_and_untimed),
+        cmocka_unit_test(test_coarse_check_never_ahead),
+#if !H_SANITIZED
+        cmocka_unit_test(test_far_timer_costs_no_precise_clock_read),
+#endif
     };
     const struct CMUnitTest nopreempt[] = {
         cmocka_unit_test(test_sleep_fires_while_a_p_never_schedules),
