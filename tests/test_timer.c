@@ -1527,7 +1527,7 @@ static void test_far_timer_costs_no_precise_clock_read(void **state)
 }
 #endif
 
-/* The coarse test never calls a time that has come "surely before" it:
+/* The coarse check never judges a time that has come to be still ahead:
  * a timer is never judged not due once it is. */
 static void test_coarse_check_never_ahead(void **state)
 {
