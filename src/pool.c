@@ -110,7 +110,7 @@
  * Expiry. The purger takes the return list, parks until the bottom worker
  * is due (or for one expiry when the stack is empty), retires every idle
  * worker stamped expiry_ns ago or more, and waits again. The stamp is one
- * reading of CLOCK_MONOTONIC_COARSE by the lock holder that moves the
+ * reading of the coarse clock (timer.h) by the lock holder that moves the
  * return list onto the stack, for the whole list, not one by every
  * returning worker. It is never earlier than the push, so it can only make
  * a worker expire later, by the time it waited on the list: at most one
@@ -133,7 +133,6 @@
  * the purger "sleep".
  */
 #include <string.h>
-#include <time.h>
 
 #include "runtime.h"
 #include "park.h"
@@ -217,8 +216,6 @@ struct gmp_pool {
     struct gmp__wctx *purger_w;     /* the purger's, while it waits (lock) */
     struct gmp__wctx *release_w;    /* the releaser's, while it waits
                                        (lock) */
-    clockid_t        clock;         /* the idle stamps' clock (fixed) */
-    int64_t          clock_res_ns;  /* its resolution (fixed) */
     int64_t          expiry_ns;     /* fixed, > 0 */
     /* Own line: the workers coming back without the lock (see The
      * return). A list through their records, newest first, or
@@ -291,13 +288,6 @@ static bool commit_idle(struct g *gp, void *arg)
         memory_order_acquire);
 }
 
-static int64_t stamp_now(const struct gmp_pool *p)
-{
-    struct timespec ts;
-    clock_gettime(p->clock, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static size_t cap_of(const struct gmp_pool *p)
 {
     /* Relaxed: under the lock (written under it too), or a snapshot. */
@@ -344,7 +334,7 @@ static void absorb_list(struct gmp_pool *p, struct worker *wk)
 {
     if (!wk)
         return;
-    int64_t now = stamp_now(p);
+    int64_t now = gmp__coarse_nanotime();
     size_t lo = p->nidle;
     for (; wk; wk = wk->next)
         idle_push(p, wk, now);
@@ -501,7 +491,7 @@ static bool worker_next(struct gmp_pool *p, struct worker *wk)
             gmp__wctx_ready(&wt->w);
             return true;
         } else {                    /* the mark went meanwhile */
-            idle_push(p, wk, stamp_now(p));
+            idle_push(p, wk, gmp__coarse_nanotime());
             gmp__spin_unlock(&p->lock);
             idle = true;
         }
@@ -619,11 +609,16 @@ static void purger(void *arg)
 {
     struct gmp_pool *p = arg;
     struct gmp__wctx w;
-    /* Age at which the coarse clock proves expiry_ns have passed. */
-    int64_t span = sat_add(p->expiry_ns, p->clock_res_ns);
+    /* The idle stamps' clock's resolution (1 ns: the precise clock). And
+     * the age at which it proves expiry_ns have passed. Relaxed: see
+     * timer.h. */
+    int64_t res = atomic_load_explicit(&gmp__coarse_res, memory_order_relaxed);
+    if (res == 0)
+        res = 1;
+    int64_t span = sat_add(p->expiry_ns, res);
     gmp__spin_lock(&p->lock);
     while (!p->closed) {
-        int64_t now = stamp_now(p);
+        int64_t now = gmp__coarse_nanotime();
         struct wakes wl = {0};
         size_t n = 0;
         absorb(p);
@@ -638,8 +633,7 @@ static void purger(void *arg)
         }
         int64_t wait_ns = p->expiry_ns;
         if (p->nidle)   /* until the bottom is due, by the coarse clock */
-            wait_ns = sat_add(span - (now - p->idle[0].since),
-                              p->clock_res_ns);
+            wait_ns = sat_add(span - (now - p->idle[0].since), res);
         gmp__wctx_init(&w);
         p->purger_w = &w;
         bool woken = gmp__wctx_block_until(
@@ -667,14 +661,6 @@ gmp_pool_t *gmp_pool_new(size_t capacity, const gmp_pool_opts_t *opts)
         return NULL;
     p->expiry_ns = expiry ? expiry : POOL_EXPIRY_DEFAULT_NS;
     p->nonblocking = opts && opts->nonblocking;
-    struct timespec res;
-    p->clock = CLOCK_MONOTONIC_COARSE;
-    if (clock_getres(p->clock, &res) != 0 || res.tv_sec > 0) {
-        p->clock = CLOCK_MONOTONIC;     /* no usable coarse clock */
-        if (clock_getres(p->clock, &res) != 0)
-            res = (struct timespec){0, 1};
-    }
-    p->clock_res_ns = (int64_t)res.tv_sec * 1000000000 + res.tv_nsec;
     /* Relaxed: nobody else sees p yet. */
     atomic_store_explicit(&p->cap, capacity, memory_order_relaxed);
     p->nalive = 1;                  /* the purger */

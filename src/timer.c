@@ -167,16 +167,16 @@ bool gmp__timer_del(struct gmp__timer *t)
     return removed;
 }
 
-_Atomic int64_t gmp__coarse_margin;
+_Atomic int64_t gmp__coarse_res;
 
 void gmp__timers_setup(void)
 {
     struct timespec res;
-    int64_t margin = 0;
+    int64_t ns = 0;
     if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0)
-        margin = 2 * (int64_t)res.tv_nsec;
-    /* Relaxed: see timer.h; no M of this runtime exists yet. */
-    atomic_store_explicit(&gmp__coarse_margin, margin, memory_order_relaxed);
+        ns = res.tv_nsec;
+    /* Relaxed: see timer.h. */
+    atomic_store_explicit(&gmp__coarse_res, ns, memory_order_relaxed);
 }
 
 int gmp__checktimers(struct p *pp, int64_t *now)

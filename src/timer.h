@@ -51,35 +51,52 @@ static inline int64_t gmp__deadline(int64_t now, int64_t ns)
 }
 
 /*
- * Whether a timer at `when` is surely not due yet, judged by the coarse
- * clock. Every scheduling point on a P with a pending timer asks whether
- * it is due, and the precise clock costs a vDSO read of the TSC (28 ns on
- * x86-64 under KVM; twice a task, half the time, in the pool bench with
- * empty tasks at procs=1); CLOCK_MONOTONIC_COARSE is the same clock as of the last tick, a
- * plain read of the vDSO's data (6 ns). It never runs ahead of
- * gmp_nanotime() and lags it by about one tick, so when coarse + margin
- * (two ticks) is still before `when`, the timer is not due; only within
- * two ticks of it does the caller read the precise clock. A tick late
- * beyond the margin (a host that stalled the timekeeping CPU) can only
- * run a timer late by the excess, which a timer may always be. margin 0:
- * no coarse clock (its resolution is a second or worse): always false.
+ * The coarse clock, CLOCK_MONOTONIC_COARSE: the monotonic clock as of the
+ * last tick, a plain read of the vDSO's data (6 ns on x86-64 under KVM,
+ * where gmp_nanotime() reads the TSC in 28). It never runs ahead of
+ * gmp_nanotime() and lags it by about one tick, its resolution.
+ * gmp__coarse_res holds that resolution in ns, or 0 where the system has
+ * no usable coarse clock (a resolution of a second or worse). Relaxed
+ * everywhere: a constant of the system, written before any M of a
+ * runtime starts (gmp__timers_setup), with the same value each time.
  */
-extern _Atomic int64_t gmp__coarse_margin GMP_HIDDEN;
+extern _Atomic int64_t gmp__coarse_res GMP_HIDDEN;
 
-static inline bool gmp__timer_surely_before(int64_t when)
+/* CLOCK_MONOTONIC_COARSE in ns, where gmp__coarse_res says it is usable. */
+static inline int64_t gmp__coarse_read(void)
 {
-    /* Relaxed: a constant of the system, written before any M starts
-     * (gmp__timers_setup) with the same value each time. */
-    int64_t margin = atomic_load_explicit(&gmp__coarse_margin,
-                                          memory_order_relaxed);
-    if (margin == 0)
-        return false;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec < when - margin;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Sets gmp__coarse_margin. Context: starting a runtime. */
+/* The coarse clock in ns; gmp_nanotime() where there is none. */
+static inline int64_t gmp__coarse_nanotime(void)
+{
+    if (atomic_load_explicit(&gmp__coarse_res, memory_order_relaxed) == 0)
+        return gmp_nanotime();
+    return gmp__coarse_read();
+}
+
+/*
+ * Whether a timer at `when` is surely not due yet, by the coarse clock.
+ * Every scheduling point on a P with a pending timer asks whether it is
+ * due, and a precise read each time cost the pool bench with empty tasks
+ * half its time at procs=1 (two reads a task). While coarse + two ticks
+ * is still before `when`, it is not; only within two ticks of it does the
+ * caller read the precise clock. A tick late beyond that margin (a host
+ * that stalled the timekeeping CPU) can only run a timer late by the
+ * excess, which a timer may always be. Always false without a coarse
+ * clock.
+ */
+static inline bool gmp__timer_surely_before(int64_t when)
+{
+    int64_t res = atomic_load_explicit(&gmp__coarse_res,
+                                       memory_order_relaxed);
+    return res != 0 && gmp__coarse_read() < when - 2 * res;
+}
+
+/* Sets gmp__coarse_res. Context: starting a runtime. */
 GMP_HIDDEN void gmp__timers_setup(void);
 /* Makes room for one more timer in pp's heap, so that the next
  * gmp__timer_add on pp cannot fail. False when out of memory. Context:
