@@ -12,12 +12,16 @@
  * `echo <procs|all> <port>` is a server, not a measurement: it serves on
  * 127.0.0.1:<port> until SIGTERM or SIGINT, prints nothing and exits 0;
  * the external load client (bench/echo_client.c) prints the result.
+ *
+ * `work-floor <procs|all>` is a probe, not a case: the tasks of pool and
+ * spawnwork on plain threads with no runtime (see bench_work_floor).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -719,6 +723,47 @@ static void bench_spawnwork(void *arg)
     bench_work(0);
 }
 
+/* work-floor: not a case of the suite but a probe of the machine, as
+ * gmprt-xcore is. The tasks of pool and spawnwork, sum included, run by
+ * `procs` plain threads with no runtime in equal shares (thread k takes
+ * tasks k, k + procs, ...): about the least time any runtime needs to run
+ * them on that many CPUs, since none can save the tasks' own steps. On
+ * two CPUs it is most of the time `pool` takes (bench/README.md). */
+static void *floor_share(void *arg)
+{
+    for (uintptr_t i = (uintptr_t)arg; i < WORK_TASKS; i += (uintptr_t)procs) {
+        uint64_t x = lcg_steps(i, WORK_STEPS);
+        /* Relaxed: a sum, as in work_task; the joins order it. */
+        atomic_fetch_add_explicit(&work_sum, x, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static void bench_work_floor(void)
+{
+    pthread_t *t = calloc((size_t)procs, sizeof *t);
+    if (!t) {
+        fail("out of memory");
+        return;
+    }
+    int started = 0;
+    int64_t t0 = gmp_nanotime();
+    while (started < procs &&
+           pthread_create(&t[started], NULL, floor_share,
+                          (void *)(uintptr_t)started) == 0)
+        started++;
+    for (int i = 0; i < started; i++)
+        pthread_join(t[i], NULL);
+    int64_t el = gmp_nanotime() - t0;
+    free(t);
+    if (started < procs)
+        fail("cannot start a thread");
+    else if (atomic_load(&work_sum) != WORK_SUM)
+        fail("the tasks' sum is wrong");
+    else
+        emit(WORK_TASKS, (double)el / 1e6, "ms");
+}
+
 /* ---- echo: a TCP echo server for the external load client ----------------- */
 
 #define ECHO_BUF 4096
@@ -877,6 +922,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(case_name, "switch") == 0) {
         bench_switch();
+        return status;
+    }
+    if (strcmp(case_name, "work-floor") == 0) {
+        bench_work_floor();
         return status;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

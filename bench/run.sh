@@ -36,6 +36,9 @@
 # are printed under the table (not under emulation): on a VM they move when
 # the host moves the vCPUs, and so do the cases that pass work between
 # cores.
+# After the first of pool and spawnwork, `gmprt-bench work-floor all` runs
+# RUNS times: their tasks alone on plain threads, no runtime; the median
+# is printed under the table too (not under emulation).
 # For each case and procs setting the runs alternate gmprt, peer, gmprt, ...
 # A program that is missing, fails (non-zero exit, timeout) or leaves out a
 # unit in any run gets `-` in that cell; the suite goes on.
@@ -342,6 +345,8 @@ xcore() {
 }
 
 declare -a RUN_CASES=()
+WORK_FLOOR=yes
+[ -n "$ARCH" ] && WORK_FLOOR=           # emulated: no figure of the machine
 for name in "${CASES[@]}"; do
     if [ -z "$(procs_for "$name")" ]; then
         note "unknown case '$name' (see BENCHMARKS.md)"
@@ -364,6 +369,16 @@ for name in "${CASES[@]}"; do
             [ -n "$peer" ] && run peer "$peer" "$name" "$procs"
         done
     done
+    # After the first of pool and spawnwork, the floor of both: their
+    # tasks alone on plain threads (gmprt_bench.c, work-floor).
+    if [ -n "$WORK_FLOOR" ] && [ -n "$GMPRT" ] &&
+       { [ "$name" = pool ] || [ "$name" = spawnwork ]; }; then
+        note "work-floor: $RUNS runs"
+        for ((i = 1; i <= RUNS; i++)); do
+            run_one gmprt "$GMPRT" work-floor all
+        done
+        WORK_FLOOR=
+    fi
 done
 
 # ---- table -------------------------------------------------------------
@@ -448,6 +463,13 @@ if [ -n "$XCORES" ]; then
     echo
     echo "Cross-core round trip of one cache line before each case" \
          "(gmprt-xcore, ns): $XCORES."
+fi
+floor=$(median gmprt work-floor all ms)
+if [ -n "$floor" ]; then
+    echo
+    echo "The tasks of pool and spawnwork alone, on plain threads with no" \
+         "runtime (gmprt-bench work-floor $(procs_label work-floor all), ms):" \
+         "$(fmt "$floor")."
 fi
 echo
 note "raw output: $RAW"
