@@ -140,12 +140,12 @@
 
 #define POOL_EXPIRY_DEFAULT_NS 1000000000LL
 /* Goroutines queued on a submitter's P (besides runnext) at which it
- * yields after a hand-off (see Growth): an eighth of the ring, so that
- * fewer workers take turns and their stacks and records stay in the
- * cache. Medians on 2 CPUs: bench pool 711 ms with 32, 722 with 64, 721
- * with 16, 754 with 8 (Go 706); with empty tasks 67 ns a task with 32, 75
- * with 64 (Go 75). */
-#define POOL_BACKLOG (GMP_RUNQ_SIZE / 8)
+ * yields after a hand-off (see Growth): a quarter of the ring. Less keeps
+ * fewer workers taking turns, which helps only while the other Ps are
+ * near: with 32, bench pool on 2 CPUs took 1% less time with the vCPUs
+ * on cores that share a cache but 5% more with them apart, likely as the
+ * thieves then take smaller batches across (bench/README.md). */
+#define POOL_BACKLOG (GMP_RUNQ_SIZE / 4)
 
 /* What a waiting submitter finds in its record when it is woken. */
 enum { W_TAKEN = 1, W_SLOT, W_CLOSED };
