@@ -657,11 +657,18 @@ static void bench_syscall(void *arg)
 
 static _Atomic uint64_t work_sum;
 
+/* Task i's work, the same in pool, spawnwork and work-floor. */
+static void work_one(uintptr_t i)
+{
+    uint64_t x = lcg_steps(i, WORK_STEPS);
+    /* Relaxed: a sum; the wait group (the joins, in work-floor) orders it
+     * before main's read. */
+    atomic_fetch_add_explicit(&work_sum, x, memory_order_relaxed);
+}
+
 static void work_task(void *arg)
 {
-    uint64_t x = lcg_steps((uint64_t)(uintptr_t)arg, WORK_STEPS);
-    /* Relaxed: a sum; the wait group orders it before main's read. */
-    atomic_fetch_add_explicit(&work_sum, x, memory_order_relaxed);
+    work_one((uintptr_t)arg);
     gmp_wg_done(&wg);
 }
 
@@ -731,11 +738,8 @@ static void bench_spawnwork(void *arg)
  * two CPUs it is most of the time `pool` takes (bench/README.md). */
 static void *floor_share(void *arg)
 {
-    for (uintptr_t i = (uintptr_t)arg; i < WORK_TASKS; i += (uintptr_t)procs) {
-        uint64_t x = lcg_steps(i, WORK_STEPS);
-        /* Relaxed: a sum, as in work_task; the joins order it. */
-        atomic_fetch_add_explicit(&work_sum, x, memory_order_relaxed);
-    }
+    for (uintptr_t i = (uintptr_t)arg; i < WORK_TASKS; i += (uintptr_t)procs)
+        work_one(i);
     return NULL;
 }
 

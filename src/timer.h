@@ -59,6 +59,10 @@ static inline int64_t gmp__deadline(int64_t now, int64_t ns)
  * no usable coarse clock (a resolution of a second or worse). Relaxed
  * everywhere: a constant of the system, written before any M of a
  * runtime starts (gmp__timers_setup), with the same value each time.
+ * Not sched.coarse_ns, the stamp sysmon refreshes for parked Gs' wait
+ * times: sysmon sleeps up to 10 ms between rounds and not at all while
+ * every P is idle, so that stamp has no bound on its lag to decide a
+ * deadline by.
  */
 extern _Atomic int64_t gmp__coarse_res GMP_HIDDEN;
 
