@@ -81,7 +81,8 @@ typedef struct gmp_config {
                             arrays on the stack needs more. Smaller packs
                             more stacks per page table, which some VMs
                             charge for (docs/design.md) */
-    int    max_threads;  /* Ms; 0: 10000                                      */
+    int    max_threads;  /* Ms; 0: 10000. Needing more is a fatal error
+                            ("thread exhaustion"), as in Go            */
     int    async_preempt_off; /* nonzero: no preemption by signal (as
                             GMP_DEBUG=asyncpreemptoff=1); goroutines are
                             then preempted only at runtime calls          */
@@ -120,9 +121,12 @@ typedef struct gmp_config {
     void *(*stack_alloc)(size_t size, void *ctx);
     void  (*stack_free)(void *p, size_t size, void *ctx);
     void  *hook_ctx;
+    int    keep_nofile_limit; /* nonzero: leave RLIMIT_NOFILE as it is (see
+                            gmp_main on the open-file limit)               */
+    int    reserved_int_;
     /* Room for fields later versions add: all-zero means "defaults", so a
      * program built against this header keeps working with a newer library. */
-    void  *reserved_[5];
+    void  *reserved_[4];
 } gmp_config_t;
 
 /* Starts the runtime, runs fn(arg) as the main goroutine on a runtime
@@ -133,15 +137,39 @@ typedef struct gmp_config {
  * A later gmp_init/gmp_main first waits for such stragglers.
  * Context: a thread that is not a goroutine. Returns 0, GMP_EINVAL (fn
  * NULL, bad cfg), GMP_EBUSY (a runtime is running, or called from a
- * goroutine), GMP_ENOMEM, GMP_EAGAIN (no thread could be started). cfg may
- * be NULL. */
+ * goroutine), GMP_ENOMEM, GMP_EAGAIN (no thread could be started, after
+ * retries), -EMFILE or -ENFILE (no descriptor for the poller). A failed
+ * start leaves nothing behind. cfg may be NULL.
+ *
+ * What a running program gets when the system says no, as in Go:
+ *   - A thread the runtime needs and cannot create (pthread_create fails:
+ *     RLIMIT_NPROC, a container's pids limit) is tried again while the
+ *     error is EAGAIN, 20 times over about 0.2 s, then it is a fatal error
+ *     ("gmprt: fatal error: failed to create new OS thread (have N
+ *     already; errno=E)"): a goroutine waiting for that thread would
+ *     otherwise wait for ever. Needing more than max_threads threads is
+ *     the fatal error "thread exhaustion".
+ *   - Memory: a call that can report it does (GMP_ENOMEM from gmp_go,
+ *     gmp_chan_make's NULL, ...). Where a call has no way to (a timed
+ *     wait's timer, a goroutine's stack, a thread's record), running out
+ *     is the fatal error "out of memory: <what>", never a wait without
+ *     its timeout or a quietly different behaviour.
+ *   - A stack overflow: see stack_size above.
+ * A fatal error prints its line on stderr and aborts.
+ *
+ * The open-file limit: starting a runtime raises the soft RLIMIT_NOFILE
+ * to the hard limit, as Go does, and stopping it restores the old one
+ * (unless the program changed it meanwhile); a child forked meanwhile
+ * gets the old limit back at once, but one started by posix_spawn (or
+ * system, popen) keeps the raised one. keep_nofile_limit turns this
+ * off. */
 GMP_EXTERN int gmp_main(void (*fn)(void *), void *arg,
                         const gmp_config_t *cfg);
 
 /* Starts the runtime in the background; the caller stays an ordinary
  * thread and may spawn goroutines with gmp_go. Returns 0, GMP_EINVAL (bad
  * cfg), GMP_EBUSY (already running), GMP_EPERM (called from a goroutine),
- * GMP_ENOMEM. */
+ * GMP_ENOMEM, GMP_EAGAIN, -EMFILE, -ENFILE, as gmp_main. */
 GMP_EXTERN int gmp_init(const gmp_config_t *cfg);
 
 /* Waits until every goroutine has finished, then stops every runtime
@@ -269,7 +297,12 @@ GMP_EXTERN void gmp_syscall_exit(void);
 /* ---- Preemption ---------------------------------------------------------- */
 
 /* A goroutine that runs 10 ms without giving up its P is preempted: at its
- * next runtime call, or, for a loop that makes none, by a signal (SIGURG,
+ * next runtime call (every gmp_ call checks on entry, except those that
+ * only read what no other goroutine changes, gmp_id, gmp_procs,
+ * gmp_chan_cap, gmp_pool_cap, gmp_getspecific, gmp_strerror and the
+ * version calls, and the unlocks, which a loop pairs with a lock;
+ * gmp_stacks_foreach never switches, for a collector that calls it with
+ * its own lock held), or, for a loop that makes none, by a signal (SIGURG,
  * as Go) that the runtime's monitor sends to its thread. The handler
  * preempts only at a safe point: goroutine code, not inside the runtime,
  * libc, the dynamic loader, libstdc++, libgcc_s or a sanitizer runtime,

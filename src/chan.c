@@ -280,6 +280,7 @@ static size_t chan_bytes(size_t elem_size, size_t cap)
 
 gmp_chan_t *gmp_chan_make(size_t elem_size, size_t cap)
 {
+    gmp__preempt_check();
     size_t head = CHAN_HEAD;
     size_t bytes = chan_bytes(elem_size, cap);
     if (bytes == 0)
@@ -318,6 +319,7 @@ int gmp_chan_close(gmp_chan_t *c)
 {
     if (!c)
         return GMP_EINVAL;
+    gmp__preempt_check();
     gmp__spin_lock(&c->lock);
     /* Relaxed: under the lock. */
     if (atomic_load_explicit(&c->closed, memory_order_relaxed)) {
@@ -356,12 +358,14 @@ int gmp_chan_close(gmp_chan_t *c)
 
 void gmp_chan_free(gmp_chan_t *c)
 {
+    gmp__preempt_check();
     if (c)
         gmp__free(c, chan_bytes(c->elemsize, c->dataqsiz));
 }
 
 size_t gmp_chan_len(const gmp_chan_t *c)
 {
+    gmp__preempt_check();           /* a loop on the length is a wait */
     /* Relaxed: a snapshot, as Go's len(ch). */
     return c ? atomic_load_explicit(&c->qcount, memory_order_relaxed) : 0;
 }

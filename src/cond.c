@@ -140,7 +140,7 @@ int gmp_cond_timedwait(gmp_cond_t *p, gmp_mutex_t *mu, int64_t timeout_ns)
     if (timeout_ns <= 0)
         return GMP_ETIMEDOUT;       /* a poll: nothing can have signalled */
     gmp__preempt_check();
-    int64_t deadline = gmp__deadline(gmp_nanotime(), timeout_ns);
+    int64_t deadline = gmp__deadline(gmp__nanotime(), timeout_ns);
     return wait((struct cond *)p, mu, deadline) ? 0 : GMP_ETIMEDOUT;
 }
 
@@ -156,6 +156,7 @@ void gmp_cond_signal(gmp_cond_t *p)
 {
     if (!p)
         return;
+    gmp__preempt_check();
     struct cond *cv = (struct cond *)p;
     if (nobody_waits(cv))
         return;
@@ -179,6 +180,7 @@ void gmp_cond_broadcast(gmp_cond_t *p)
 {
     if (!p)
         return;
+    gmp__preempt_check();
     struct cond *cv = (struct cond *)p;
     if (nobody_waits(cv))
         return;

@@ -240,6 +240,7 @@ int gmp_procs(void)
 
 int64_t gmp_num_goroutines(void)
 {
+    gmp__preempt_check();
     struct schedt *s = cursched(gmp__getm());
     if (!s)
         return 0;
@@ -267,7 +268,6 @@ int64_t gmp__live_goroutines(struct schedt *s)
 
 int64_t gmp_nanotime(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    gmp__preempt_check();           /* a loop on the clock is a busy wait */
+    return gmp__nanotime();
 }

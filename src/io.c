@@ -28,13 +28,14 @@ static struct schedt *cur(void)
                                                  memory_order_acquire);
 }
 
-/* Enters fd: 0, or the error to return. */
+/* Enters fd: 0, or the error to return (no runtime comes first: every
+ * call says GMP_EPERM then, whatever its arguments). */
 static int enter(int fd, struct schedt **s, struct gmp__pd **pd)
 {
-    if (fd < 0)
-        return GMP_EBADF;
     if (!(*s = cur()))
         return GMP_EPERM;
+    if (fd < 0)
+        return GMP_EBADF;
     gmp__preempt_check();
     return gmp__pd_enter(*s, fd, pd);
 }
@@ -204,7 +205,7 @@ int gmp_fd_wait(int fd, int events, int64_t timeout_ns)
         return err;
     int64_t deadline = 0;
     if (timeout_ns > 0)
-        deadline = gmp__deadline(gmp_nanotime(), timeout_ns);
+        deadline = gmp__deadline(gmp__nanotime(), timeout_ns);
     int modes = (events & GMP_POLLIN ? PD_R : 0) |
                 (events & GMP_POLLOUT ? PD_W : 0);
     int r;

@@ -248,6 +248,7 @@ int gmp_key_create(gmp_key_t *key, void (*destructor)(void *))
 {
     if (!key)
         return GMP_EINVAL;
+    gmp__preempt_check();
     pthread_mutex_lock(&reg_mu);
     for (uint32_t i = 0; i < GMP_KEYS_MAX; i++) {
         /* Relaxed: under reg_mu, which every writer holds. */
@@ -271,6 +272,7 @@ int gmp_key_delete(gmp_key_t key)
     uint32_t i = key & KEY_IDX_MASK, want = key >> KEY_IDX_BITS;
     if (!(want & 1))
         return GMP_EINVAL;
+    gmp__preempt_check();
     pthread_mutex_lock(&reg_mu);
     /* Relaxed: under reg_mu, which every writer holds. */
     if (atomic_load_explicit(&reg[i].seq, memory_order_relaxed) != want) {
@@ -304,6 +306,7 @@ void *gmp_getspecific(gmp_key_t key)
 
 int gmp_setspecific(gmp_key_t key, void *value)
 {
+    gmp__preempt_check();
     uint32_t i = key & KEY_IDX_MASK, want = key >> KEY_IDX_BITS;
     /* Relaxed: as in gmp_getspecific. */
     if (!(want & 1) ||
@@ -328,6 +331,7 @@ int gmp_setspecific(gmp_key_t key, void *value)
 
 void gmp_lock_os_thread(void)
 {
+    gmp__preempt_check();
     struct m *mp = gmp__getm();
     if (!mp || !mp->curg)
         return;                     /* not a goroutine */
@@ -348,6 +352,7 @@ void gmp_lock_os_thread(void)
 
 void gmp_unlock_os_thread(void)
 {
+    gmp__preempt_check();
     struct m *mp = gmp__getm();
     if (!mp || !mp->curg)
         return;

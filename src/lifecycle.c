@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -57,12 +58,68 @@ struct settings {
     bool   dump_on_sigquit;
     int    schedtrace_ms;
     bool   scheddetail;
+    bool   keep_nofile;
 };
 
 /* A program built against this header keeps its layout with any later
  * library: new fields take the room of reserved_ ones. */
 _Static_assert(sizeof(gmp_config_t) == 128 || sizeof(void *) != 8,
                "gmp_config_t changed size");
+
+/*
+ * The open-file limit, as Go (1.19's os package) has it: a runtime that
+ * parks thousands of goroutines on sockets needs more descriptors than
+ * the soft RLIMIT_NOFILE that shells hand out (often 1024, which is also
+ * what select(2)'s fd_set holds). So starting a runtime raises the soft
+ * limit to the hard one, and stopping it puts the old soft limit back if
+ * nobody changed it meanwhile. A child forked meanwhile gets the old
+ * limit back before it runs a line of its own (an atfork handler), as Go
+ * restores it for the programs it starts: one that execs a program
+ * written for select(2) sees what it would have seen. Children started
+ * by posix_spawn (and system and popen, which use it) run no atfork
+ * handler and inherit the raised limit. gmp_config_t.keep_nofile_limit
+ * turns all of it off.
+ * nofile_raised is the soft limit we set, 0 when we set none; relaxed
+ * loads and stores suffice between the runtime's own start and stop (lc_mu
+ * and the stop protocol order them), and the fork handler reads them in a
+ * child, single-threaded, from the memory fork copied: release/acquire
+ * only so that it reads nofile_orig as written before the flag.
+ */
+static struct rlimit nofile_orig;
+static _Atomic rlim_t nofile_raised;
+
+static void nofile_child(void)
+{
+    /* Acquire: nofile_orig was written before the release store. */
+    if (atomic_load_explicit(&nofile_raised, memory_order_acquire))
+        setrlimit(RLIMIT_NOFILE, &nofile_orig);
+}
+
+static void nofile_raise(void)
+{
+    static bool atfork_done;        /* under lc_mu */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    struct rlimit up = {rl.rlim_max, rl.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &up) != 0)
+        return;                     /* as Go: the old limit stands */
+    nofile_orig = rl;
+    /* Release: see nofile_child. */
+    atomic_store_explicit(&nofile_raised, rl.rlim_max, memory_order_release);
+    if (!atfork_done)
+        atfork_done = pthread_atfork(NULL, NULL, nofile_child) == 0;
+}
+
+static void nofile_restore(void)
+{
+    /* Relaxed: ordered by the stop protocol (see above). */
+    rlim_t raised = atomic_load_explicit(&nofile_raised, memory_order_relaxed);
+    struct rlimit rl;
+    if (raised && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur == raised)
+        setrlimit(RLIMIT_NOFILE, &nofile_orig);
+    atomic_store_explicit(&nofile_raised, 0, memory_order_relaxed);
+}
 
 /* The value of key in $GMP_DEBUG (a comma-separated list of key=value, as
  * Go's GODEBUG), or def when absent or not a number. */
@@ -130,6 +187,7 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     long trace = debug_value("schedtrace", 0);
     out->schedtrace_ms = trace > 0 && trace <= 3600000 ? (int)trace : 0;
     out->scheddetail = debug_value("scheddetail", 0) > 0;
+    out->keep_nofile = cfg->keep_nofile_limit != 0;
     return 0;
 }
 
@@ -171,13 +229,16 @@ static void runtime_free(struct schedt *s)
     }
     gmp__signals_restore();
     free_core(s);
+    nofile_restore();
 }
 
-static struct schedt *runtime_new(const struct settings *set)
+/* Builds a runtime into *out: 0, or the error gmp_init/gmp_main return
+ * (GMP_ENOMEM, or the poller's errno for want of a descriptor). */
+static int runtime_new(const struct settings *set, struct schedt **out)
 {
     struct schedt *s = gmp__alloc(sizeof *s);
     if (!s)
-        return NULL;
+        return GMP_ENOMEM;
     s->procs = set->procs;
     s->cpus = online_cpus();
     s->maxmcount = set->max_threads;
@@ -185,13 +246,13 @@ static struct schedt *runtime_new(const struct settings *set)
     s->guard_size = (size_t)sysconf(_SC_PAGESIZE);
     s->schedtrace_ms = set->schedtrace_ms;
     s->scheddetail = set->scheddetail;
-    s->start_ns = gmp_nanotime();
+    s->start_ns = gmp__nanotime();
     gmp__timers_setup();
     /* Relaxed: not yet published. */
     atomic_store_explicit(&s->coarse_ns, s->start_ns, memory_order_relaxed);
     if (!(s->allp = gmp__alloc(sizeof(struct p) * (size_t)s->procs))) {
         gmp__free(s, sizeof *s);
-        return NULL;
+        return GMP_ENOMEM;
     }
     for (int i = s->procs - 1; i >= 0; i--) {
         struct p *pp = &s->allp[i];
@@ -207,23 +268,25 @@ static struct schedt *runtime_new(const struct settings *set)
     for (unsigned i = 1; i <= (unsigned)s->procs; i++)
         if (gcd(i, (unsigned)s->procs) == 1)
             s->coprimes[s->ncoprimes++] = i;
-    if (gmp__netpoll_init(s) != 0) {
+    int err = gmp__netpoll_init(s);
+    if (err) {
         free_core(s);
-        return NULL;
+        return err;
     }
-    if (gmp__signals_install() != 0) {
+    if ((err = gmp__signals_install()) != 0) {
         gmp__netpoll_free(s);
         free_core(s);
-        return NULL;
+        return err;
     }
-    if (set->dump_on_sigquit && gmp__sigquit_install() != 0) {
+    if (set->dump_on_sigquit && (err = gmp__sigquit_install()) != 0) {
         gmp__signals_restore();
         gmp__netpoll_free(s);
         free_core(s);
-        return NULL;
+        return err;
     }
     gmp__preempt_setup(s, set->async_preempt);
-    return s;
+    *out = s;
+    return 0;
 }
 
 /* The last thread out frees the runtime and lets a new one start. */
@@ -340,10 +403,14 @@ static int start(const gmp_config_t *cfg, bool main_mode,
         return GMP_EBUSY;
     }
     gmp__hooks_set(cfg);            /* before the runtime's first byte */
-    struct schedt *s = runtime_new(&set);
-    if (!s) {
+    if (!set.keep_nofile)
+        nofile_raise();             /* before the poller takes its fds */
+    struct schedt *s;
+    err = runtime_new(&set, &s);
+    if (err) {
+        nofile_restore();
         pthread_mutex_unlock(&lc_mu);
-        return GMP_ENOMEM;
+        return err;
     }
     err = gmp__sysmon_start(s);
     if (err) {

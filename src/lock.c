@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "timer.h"             /* gmp__deadline */
 
 #define SPIN_TRIES 64
 
@@ -105,10 +106,10 @@ void gmp__notesleep(struct gmp__note *n)
 
 bool gmp__notetsleep(struct gmp__note *n, int64_t ns)
 {
-    int64_t end = gmp_nanotime() + ns;
+    int64_t end = gmp__deadline(gmp__nanotime(), ns);
     /* Acquire: as in gmp__notesleep. */
     while (atomic_load_explicit(&n->key, memory_order_acquire) == 0) {
-        int64_t left = end - gmp_nanotime();
+        int64_t left = end - gmp__nanotime();
         if (left <= 0)
             return false;
         gmp__futex_wait(&n->key, 0, left);

@@ -72,7 +72,7 @@ static bool canspin(int64_t spin_start)
 {
     if (ncpu() <= 1)
         return false;
-    if (spin_start && gmp_nanotime() - spin_start > SPIN_NS)
+    if (spin_start && gmp__nanotime() - spin_start > SPIN_NS)
         return false;
     struct m *mp = gmp__getm();
     if (!mp || !mp->p)
@@ -106,7 +106,7 @@ static void mutex_lock_slow(struct mutex *m)
         if ((old & (MUTEX_LOCKED | MUTEX_STARVING)) == MUTEX_LOCKED &&
             canspin(spin_start)) {
             if (!spin_start)
-                spin_start = gmp_nanotime();
+                spin_start = gmp__nanotime();
             /* Tell unlock not to wake another waiter while we try. */
             if (!awoke && !(old & MUTEX_WOKEN) && old >> MUTEX_SHIFT &&
                 atomic_compare_exchange_weak(&m->state, &old,
@@ -135,9 +135,9 @@ static void mutex_lock_slow(struct mutex *m)
         /* Waited before: back to the front of the queue. */
         bool lifo = wait_start != 0;
         if (!wait_start)
-            wait_start = gmp_nanotime();
+            wait_start = gmp__nanotime();
         gmp__semacquire(&m->sema, lifo, WAIT_MUTEX);
-        starving = starving || gmp_nanotime() - wait_start > STARVATION_NS;
+        starving = starving || gmp__nanotime() - wait_start > STARVATION_NS;
         old = atomic_load(&m->state);
         if (old & MUTEX_STARVING) {
             /* Handed to us: the lock is ours, the word not yet. */
@@ -211,6 +211,7 @@ int gmp_mutex_trylock(gmp_mutex_t *mu)
 {
     if (!mu)
         return GMP_EINVAL;
+    gmp__preempt_check();
     struct mutex *m = (struct mutex *)mu;
     uint32_t old = atomic_load(&m->state);
     if (old & (MUTEX_LOCKED | MUTEX_STARVING))
@@ -325,6 +326,7 @@ void gmp_once(gmp_once_t *p, void (*fn)(void))
 {
     if (!p || !fn)
         return;
+    gmp__preempt_check();
     struct once *o = (struct once *)p;
     /* Acquire: pairs with the release below; a caller that sees done sees
      * everything fn did. */

@@ -94,17 +94,18 @@ int gmp__netpoll_init(struct schedt *s)
     s->pdtab = gmp__alloc(PD_TOP * sizeof *s->pdtab);
     if (!s->pdtab)
         return GMP_ENOMEM;
-    s->epfd = epoll_create1(EPOLL_CLOEXEC);
-    s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    /* Out of descriptors is -EMFILE (or -ENFILE), as the system says:
+     * no memory would be the wrong advice. */
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->evfd};
-    if (s->epfd < 0 || s->evfd < 0 ||
+    if ((s->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+        (s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
         epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &ev) != 0) {
-        int err = errno == ENOMEM ? GMP_ENOMEM : GMP_EAGAIN;
+        int err = -errno;
         gmp__netpoll_free(s);
         return err;
     }
     /* Relaxed: the runtime is not published yet. */
-    atomic_store_explicit(&s->lastpoll, gmp_nanotime(), memory_order_relaxed);
+    atomic_store_explicit(&s->lastpoll, gmp__nanotime(), memory_order_relaxed);
     return 0;
 }
 
@@ -509,14 +510,14 @@ static bool fd_commit(struct g *gp, void *arg)
 int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
                  uint64_t seq, int64_t deadline)
 {
-    if (deadline && gmp_nanotime() >= deadline)
+    if (deadline && gmp__nanotime() >= deadline)
         return GMP_ETIMEDOUT;
     struct fdwait fw = {.pd = pd, .s = s, .modes = modes, .seq = seq,
                         .deadline = deadline};
     gmp__wctx_init(&fw.w);
     if (fw.w.gp) {
-        if (deadline && !gmp__timer_reserve(gmp__getm()->p))
-            return GMP_ENOMEM;
+        if (deadline)
+            gmp__timer_reserve(gmp__getm()->p);
         fw.t = (struct gmp__timer){.when = deadline, .f = fd_timeout,
                                    .arg = &fw, .idx = -1};
         gmp__gopark(fd_commit, &fw, WAIT_IO);
@@ -539,7 +540,7 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
             gmp__wakep(s);
             bool woken = true;
             if (deadline) {
-                int64_t left = deadline - gmp_nanotime();
+                int64_t left = deadline - gmp__nanotime();
                 woken = left > 0 && gmp__notetsleep(&fw.w.note, left);
             } else {
                 gmp__notesleep(&fw.w.note);

@@ -642,7 +642,7 @@ static void purger(void *arg)
         p->purger_w = &w;
         bool woken = gmp__wctx_block_until(
             &w, unlock_pool, &p->lock, WAIT_SLEEP,
-            gmp__deadline(gmp_nanotime(), wait_ns));
+            gmp__deadline(gmp__nanotime(), wait_ns));
         gmp__spin_lock(&p->lock);
         if (!woken && p->purger_w == &w)
             p->purger_w = NULL;     /* the deadline won */
@@ -657,6 +657,7 @@ static void purger(void *arg)
 
 gmp_pool_t *gmp_pool_new(size_t capacity, const gmp_pool_opts_t *opts)
 {
+    gmp__preempt_check();
     int64_t expiry = opts ? opts->expiry_ns : 0;
     if (capacity == 0 || expiry < 0)
         return NULL;
@@ -745,6 +746,7 @@ int gmp_pool_tune(gmp_pool_t *p, size_t capacity)
 {
     if (!p || capacity == 0)
         return GMP_EINVAL;
+    gmp__preempt_check();
     struct wakes wl = {0};
     gmp__spin_lock(&p->lock);
     if (p->closed) {
@@ -767,6 +769,7 @@ size_t gmp_pool_running(const gmp_pool_t *cp)
 {
     if (!cp)
         return 0;
+    gmp__preempt_check();
     /* The pool is never const to us: counting absorbs the return list. */
     struct gmp_pool *p = (struct gmp_pool *)cp;
     gmp__spin_lock(&p->lock);
@@ -785,6 +788,7 @@ int gmp_pool_release(gmp_pool_t *p)
 {
     if (!p)
         return GMP_EINVAL;
+    gmp__preempt_check();
     struct wakes wl = {0};
     struct gmp__wctx w;
     gmp__wctx_init(&w);

@@ -649,6 +649,7 @@ void gmp__preempt_marked(struct m *mp)
 
 void gmp_preempt_disable(void)
 {
+    gmp__preempt_check();
     struct m *mp = gmp__getm();
     if (mp && mp->curg)
         mp->curg->preemptoff++;

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "gmprt.h"
 #include "context.h"
@@ -302,7 +303,7 @@ struct schedt {
     struct gmp__note sysmon_note;
     struct sysmontick *sysmon_ticks;
     bool        async_preempt;      /* preemption signals are on (fixed) */
-    /* Introspection (trace.c). coarse_ns: gmp_nanotime() as sysmon last
+    /* Introspection (trace.c). coarse_ns: gmp__nanotime() as sysmon last
      * read it (relaxed both ways: a park stamps its G with it, to within
      * sysmon's period); nhandoff: Ps handed off from system calls. */
     _Atomic int64_t coarse_ns;
@@ -407,6 +408,11 @@ GMP_HIDDEN void gmp__injectglist(struct schedt *s, struct p *pp,
                                  struct g *head, struct g *tail, int32_t n);
 
 GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
+/* After pthread_create failed with err on try number tries (from 0):
+ * sleeps and returns true when another try is worth it (EAGAIN, up to 20
+ * tries, 1, 2, ... ms apart: about 0.2 s in all, as Go's newosproc),
+ * else false. Context: any, no locks held. */
+GMP_HIDDEN bool gmp__thread_retry(int err, int tries);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
 
 /* ---- alloc.c ------------------------------------------------------------ */
@@ -529,6 +535,16 @@ static inline void gmp__preempt_check(void)
     struct m *mp = gmp__tls_m;
     if (mp && mp->curg && mp->p)
         gmp__preempt_point(mp);
+}
+
+/* The monotonic clock in ns: gmp_nanotime without its preemption check,
+ * for the runtime's own reads (which may sit inside a protocol that must
+ * not switch). Context: any. */
+static inline int64_t gmp__nanotime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Adds one to a counter only its owner writes: a plain load of our own

@@ -48,6 +48,7 @@
  * puts it on a queue (yield), calls the park callback (park), frees it
  * (exit). So no other M can resume a G before its switch-out completed.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -160,7 +161,7 @@ static void *mstart(void *arg)
     gmp__preempt_minit(mp);
     mp->g0_tsan_fiber = GMP_TSAN_CURRENT();
     mp->fastrand = 0x9E3779B97F4A7C15ULL * (uint64_t)(mp->id + 1) ^
-                   (uint64_t)gmp_nanotime();
+                   (uint64_t)gmp__nanotime();
     if (!mp->fastrand)
         mp->fastrand = 1;
     if (mp->nextp) {
@@ -201,11 +202,47 @@ static bool work_after_idling(struct schedt *s, bool was_spinning)
            work_visible(s);
 }
 
+/* Go's retryOnEAGAIN: EAGAIN from pthread_create means a thread or pids
+ * limit is reached for now, and threads elsewhere may end. */
+#define THREAD_TRIES 20
+
+bool gmp__thread_retry(int err, int tries)
+{
+    if (err != EAGAIN || tries + 1 >= THREAD_TRIES)
+        return false;
+    struct timespec ts = {0, (long)(tries + 1) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    return true;
+}
+
+/* The runtime cannot go on without the thread: a G that needs it (the
+ * one a blocked system call left behind, say) would wait for ever, with
+ * nothing to say why. Go dies the same way. Context: holds sched.lock. */
+static _Noreturn void newm_failed(struct schedt *s, int err)
+{
+    if (err == 0) {
+        gmp__fatal_begin("thread exhaustion: more than ");
+        gmp__fatal_putn((uint64_t)s->maxmcount);
+        gmp__fatal_puts(" threads (max_threads)\n");
+    } else {
+        gmp__fatal_begin("failed to create new OS thread (have ");
+        gmp__fatal_putn((uint64_t)s->mcount);
+        gmp__fatal_puts(" already; errno=");
+        gmp__fatal_putn((uint64_t)err);
+        gmp__fatal_puts(")\n");
+    }
+    gmp__fatal_end();
+}
+
 enum startm_result { STARTM_OK, STARTM_NO_P, STARTM_FAILED };
 
 /* Starts an M, parked or new, to run pp (an idle P when pp is NULL). When
  * spinning, the caller already counted the M in nmspinning; a start that
- * finds no P or no thread undoes that. Context: any, no locks held. */
+ * finds no P (or the runtime stopping) undoes that. A thread that cannot
+ * be made is a fatal error, after retries while the system says EAGAIN;
+ * only gmp_main's first M may fail, which gmp_main reports as GMP_EAGAIN.
+ * Context: any, no locks held. */
 static enum startm_result startm(struct schedt *s, struct p *pp,
                                  bool spinning)
 {
@@ -228,21 +265,35 @@ static enum startm_result startm(struct schedt *s, struct p *pp,
         gmp__notewakeup(&mp->park);   /* release: publishes nextp */
         return STARTM_OK;
     }
-    if (s->mcount >= s->maxmcount || !(mp = gmp__alloc(sizeof *mp))) {
-        pidleput(s, pp);
-        goto fail_locked;
-    }
+    if (!(mp = gmp__alloc(sizeof *mp)))
+        gmp__throw("out of memory: a thread record");
     mp->sched = s;
-    mp->id = s->mcount++;
     mp->spinning = spinning;
     mp->nextp = pp;
-    mp->alllink = s->allm;
-    s->allm = mp;
     /* Created under the lock, so the exit protocol never sees a half-made
-     * M in allm. Thread creation is rare: only when no parked M exists. */
-    if (pthread_create(&mp->thread, NULL, mstart, mp) != 0) {
+     * M in allm. Thread creation is rare: only when no parked M exists.
+     * Between tries the lock is dropped, with mp out of allm and pp held. */
+    for (int tries = 0;; tries++) {
+        if (s->mcount >= s->maxmcount)
+            newm_failed(s, 0);
+        mp->id = s->mcount++;
+        mp->alllink = s->allm;
+        s->allm = mp;
+        int err = pthread_create(&mp->thread, NULL, mstart, mp);
+        if (err == 0)
+            break;
         s->allm = mp->alllink;
         s->mcount--;
+        gmp__unlock(&s->lock);
+        bool again = gmp__thread_retry(err, tries);
+        gmp__lock(&s->lock);
+        /* Relaxed: see struct schedt. */
+        bool exiting = atomic_load_explicit(&s->exiting,
+                                            memory_order_relaxed);
+        if (again && !exiting)
+            continue;
+        if (!exiting && !(s->main_mode && s->mcount == 0))
+            newm_failed(s, err);
         gmp__free(mp, sizeof *mp);
         pidleput(s, pp);
         goto fail_locked;
@@ -597,7 +648,7 @@ top:
         atomic_store(&s->pollUntil, until);
         int64_t delay = -1;
         if (until != 0) {
-            delay = until - gmp_nanotime();
+            delay = until - gmp__nanotime();
             if (delay < 0)
                 delay = 0;
         }
@@ -608,7 +659,7 @@ top:
         if (!atomic_load_explicit(&s->exiting, memory_order_relaxed))
             gp = gmp__netpoll(s, delay, &tail, &n);
         atomic_store(&s->pollUntil, 0);
-        atomic_store(&s->lastpoll, gmp_nanotime());
+        atomic_store(&s->lastpoll, gmp__nanotime());
         gmp__lock(&s->lock);
         pp = pidleget(s);
         gmp__unlock(&s->lock);
@@ -669,7 +720,7 @@ static void rescue_timers(struct schedt *s, struct p *pp, int64_t *now)
         if (*now == 0) {
             if (gmp__timer_surely_before(gmp__deadline(w, TIMER_RESCUE_NS)))
                 continue;
-            *now = gmp_nanotime();
+            *now = gmp__nanotime();
         }
         if (*now - w > TIMER_RESCUE_NS)
             gmp__checktimers(victim, now);
@@ -826,7 +877,7 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
     /* Nor when a timer here is due: schedule() runs it first. Relaxed:
      * see timer.c. */
     int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-    if (tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp_nanotime())
+    if (tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime())
         return false;
     /* Acquire: as in gmp__runqget, the G was published by the exchange
      * that put it there. */

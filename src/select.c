@@ -53,7 +53,7 @@ static uint32_t fastrandn(uint32_t n)
     } else {
         uint64_t x = tstate;
         if (!x)
-            x = (uintptr_t)&tstate ^ (uint64_t)gmp_nanotime() ^ 1;
+            x = (uintptr_t)&tstate ^ (uint64_t)gmp__nanotime() ^ 1;
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
@@ -223,7 +223,7 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
     gmp__preempt_check();
     int64_t deadline = 0;
     if (timeout_ns > 0)
-        deadline = gmp__deadline(gmp_nanotime(), timeout_ns);
+        deadline = gmp__deadline(gmp__nanotime(), timeout_ns);
 
     uint32_t stackorder[2 * SELECT_STACK];
     uint32_t *order = stackorder;

@@ -182,10 +182,10 @@ static void *sysmon_loop(struct schedt *s)
             }
             gmp__noteclear(&s->sysmon_note);
             gmp__unlock(&s->lock);
-            tick(s, gmp_nanotime(), &lasttrace);
+            tick(s, gmp__nanotime(), &lasttrace);
             continue;
         }
-        int64_t now = gmp_nanotime();
+        int64_t now = gmp__nanotime();
         tick(s, now, &lasttrace);
         /* Nobody has polled for 10 ms (every M busy): poll for them.
          * Seq_cst: the CAS keeps a blocking poller's 0 intact. */
@@ -214,7 +214,11 @@ int gmp__sysmon_start(struct schedt *s)
     if (!ticks)
         return GMP_ENOMEM;
     s->sysmon_ticks = ticks;        /* before the thread reads it */
-    if (pthread_create(&s->sysmon_thread, NULL, sysmon, s) != 0) {
+    int err, tries = 0;
+    while ((err = pthread_create(&s->sysmon_thread, NULL, sysmon, s)) != 0 &&
+           gmp__thread_retry(err, tries++))
+        ;
+    if (err != 0) {
         s->sysmon_ticks = NULL;
         gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
         return GMP_EAGAIN;

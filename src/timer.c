@@ -121,12 +121,13 @@ static bool grow(struct p *pp)
     return true;
 }
 
-bool gmp__timer_reserve(struct p *pp)
+void gmp__timer_reserve(struct p *pp)
 {
     gmp__lock(&pp->timerlock);
     bool ok = grow(pp);
     gmp__unlock(&pp->timerlock);
-    return ok;
+    if (!ok)
+        gmp__throw("out of memory: timer heap");
 }
 
 /* Adds slot x; returns whether it is now pp's earliest. */
@@ -188,7 +189,7 @@ int gmp__checktimers(struct p *pp, int64_t *now)
     if (*now == 0) {
         if (gmp__timer_surely_before(next))
             return 0;
-        *now = gmp_nanotime();
+        *now = gmp__nanotime();
     }
     if (*now < next)
         return 0;
@@ -260,11 +261,12 @@ void gmp_sleep(int64_t ns)
             gmp__preempt_check();
         return;
     }
-    int64_t when = gmp__deadline(gmp_nanotime(), ns);
-    if (!g || !gmp__timer_reserve(mp->p)) {
-        thread_sleep_until(when);   /* no memory for the heap: as a thread */
+    int64_t when = gmp__deadline(gmp__nanotime(), ns);
+    if (!g) {
+        thread_sleep_until(when);
         return;
     }
+    gmp__timer_reserve(mp->p);
     gmp__gopark(sleep_commit, &when, WAIT_SLEEP);
 }
 
@@ -326,12 +328,7 @@ bool gmp__wctx_block_until(struct gmp__wctx *w,
         return true;
     }
     if (w->gp) {
-        struct m *mp = gmp__getm();
-        if (!gmp__timer_reserve(mp->p)) {
-            /* No memory for the timer: wait without it. */
-            gmp__wctx_block(w, unlockf, lock, reason);
-            return true;
-        }
+        gmp__timer_reserve(gmp__getm()->p);
         struct timedpark tp = {
             .t = {.when = deadline, .f = timedpark_fire, .idx = -1},
             .w = w, .unlockf = unlockf, .lock = lock,
@@ -343,7 +340,7 @@ bool gmp__wctx_block_until(struct gmp__wctx *w,
         return !tp.timedout;
     }
     unlockf(NULL, lock);
-    int64_t left = deadline - gmp_nanotime();
+    int64_t left = deadline - gmp__nanotime();
     if (left > 0 && gmp__notetsleep(&w->note, left))
         return true;
     if (claim(w))

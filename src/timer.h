@@ -28,7 +28,7 @@
 #include "runtime.h"
 
 struct gmp__timer {
-    int64_t   when;                 /* absolute, gmp_nanotime() */
+    int64_t   when;                 /* absolute, gmp__nanotime() */
     void    (*f)(struct gmp__timer *t);
     void     *arg, *arg2;           /* the callback's */
     struct p *pp;                   /* heap it was added to (fixed then) */
@@ -53,8 +53,8 @@ static inline int64_t gmp__deadline(int64_t now, int64_t ns)
 /*
  * The coarse clock, CLOCK_MONOTONIC_COARSE: the monotonic clock as of the
  * last tick, a plain read of the vDSO's data (6 ns on x86-64 under KVM,
- * where gmp_nanotime() reads the TSC in 28). It never runs ahead of
- * gmp_nanotime() and lags it by about one tick, its resolution.
+ * where gmp__nanotime() reads the TSC in 28). It never runs ahead of
+ * gmp__nanotime() and lags it by about one tick, its resolution.
  * gmp__coarse_res holds that resolution in ns, or 0 where the system has
  * no usable coarse clock (a resolution of a second or worse). Relaxed
  * everywhere: a constant of the system, written before any M of a
@@ -74,11 +74,11 @@ static inline int64_t gmp__coarse_read(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* The coarse clock in ns; gmp_nanotime() where there is none. */
+/* The coarse clock in ns; gmp__nanotime() where there is none. */
 static inline int64_t gmp__coarse_nanotime(void)
 {
     if (atomic_load_explicit(&gmp__coarse_res, memory_order_relaxed) == 0)
-        return gmp_nanotime();
+        return gmp__nanotime();
     return gmp__coarse_read();
 }
 
@@ -103,9 +103,10 @@ static inline bool gmp__timer_surely_before(int64_t when)
 /* Sets gmp__coarse_res. Context: starting a runtime. */
 GMP_HIDDEN void gmp__timers_setup(void);
 /* Makes room for one more timer in pp's heap, so that the next
- * gmp__timer_add on pp cannot fail. False when out of memory. Context:
- * the owner of pp. */
-GMP_HIDDEN bool gmp__timer_reserve(struct p *pp);
+ * gmp__timer_add on pp cannot fail. Out of memory is a fatal error, as
+ * in Go: a timed wait without its timer would wait for ever, and every
+ * caller has promised its caller a deadline. Context: the owner of pp. */
+GMP_HIDDEN void gmp__timer_reserve(struct p *pp);
 /* Adds t (when, f, args set) to pp's heap. Returns whether t is now pp's
  * earliest timer: the caller then calls gmp__netpoll_wake_for(when), once
  * it holds no lock (t may be gone by then: pass its when). Call

@@ -195,6 +195,7 @@ int gmp_stats(gmp_stats_t *out)
 {
     if (!out)
         return GMP_EINVAL;
+    gmp__preempt_check();
     struct schedt *s = cursched();
     if (!s) {
         memset(out, 0, sizeof *out);
@@ -455,12 +456,13 @@ static void dump(struct schedt *s, struct wr *w, bool fatal)
     struct m *mp = gmp__getm();
     struct dumpctx d = {.w = w,
                         .self = mp && mp->sched == s ? mp->curg : NULL,
-                        .now = gmp_nanotime()};
+                        .now = gmp__nanotime()};
     each_g(s, !fatal, dump_g, &d);
 }
 
 void gmp_dump(FILE *out)
 {
+    gmp__preempt_check();
     struct schedt *s = cursched();
     if (!out)
         return;

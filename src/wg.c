@@ -37,6 +37,7 @@ void gmp_wg_add(gmp_wg_t *wgp, int64_t delta)
 {
     if (!wgp)
         return;
+    gmp__preempt_check();
     struct wg *wg = (struct wg *)wgp;
     if (delta < INT32_MIN || delta > INT32_MAX)
         gmp__fatal("sync: WaitGroup counter overflow", 0, false);

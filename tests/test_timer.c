@@ -1455,7 +1455,7 @@ static void far_timer_add(struct gmp__timer *t)
     t->f = noop_timer;
     gmp_preempt_disable();              /* stay the owner of pp */
     struct p *pp = gmp__getm()->p;
-    G_CHECK(gmp__timer_reserve(pp));
+    gmp__timer_reserve(pp);
     t->when = gmp_nanotime() + 600 * 1000000000LL;
     gmp__timer_add(pp, t);              /* far: no poller to wake early */
     gmp_preempt_enable();
