@@ -243,6 +243,34 @@ static H_UNUSED int h_up_2(void **state) { return h_up(state, 2); }
 static H_UNUSED int h_up_4(void **state) { return h_up(state, 4); }
 static H_UNUSED int h_up_8(void **state) { return h_up(state, 8); }
 
+/* A runtime whose goroutines are preempted only at runtime calls (no
+ * signal): for tests of what holds without preemption by signal. */
+static H_UNUSED int h_up_nopreempt(void **state, int procs)
+{
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = procs;
+    cfg.async_preempt_off = 1;
+    return h_up_with(state, &cfg);
+}
+
+static H_UNUSED int h_up_nopreempt_1(void **state)
+{
+    return h_up_nopreempt(state, 1);
+}
+static H_UNUSED int h_up_nopreempt_2(void **state)
+{
+    return h_up_nopreempt(state, 2);
+}
+static H_UNUSED int h_up_nopreempt_4(void **state)
+{
+    return h_up_nopreempt(state, 4);
+}
+static H_UNUSED int h_up_nopreempt_8(void **state)
+{
+    return h_up_nopreempt(state, 8);
+}
+
 /* gmp_shutdown waits for every goroutine, so a test that left one behind
  * hangs here: the ctest TIMEOUT catches that. */
 static H_UNUSED int h_down(void **state)

@@ -232,18 +232,6 @@ static bool back_to_base(void *arg)
     return gmp_num_goroutines() == base_goroutines;
 }
 
-static int up_nosignal(void **state, int procs)
-{
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = procs;
-    cfg.async_preempt_off = 1;
-    return h_up_with(state, &cfg);
-}
-static int up_nosignal_1(void **state) { return up_nosignal(state, 1); }
-static int up_nosignal_2(void **state) { return up_nosignal(state, 2); }
-static int up_nosignal_4(void **state) { return up_nosignal(state, 4); }
-
 static void test_fault_polling_calls_are_preemption_points(void **state)
 {
     int procs = ((struct h_env *)*state)->procs;
@@ -673,11 +661,11 @@ int main(void)
     };
     return cmocka_run_group_tests_name("fault alone", alone, NULL, NULL)
          + cmocka_run_group_tests_name("fault polling procs=1", polled,
-                                       up_nosignal_1, h_down)
+                                       h_up_nopreempt_1, h_down)
          + cmocka_run_group_tests_name("fault polling procs=2", polled,
-                                       up_nosignal_2, h_down)
+                                       h_up_nopreempt_2, h_down)
          + cmocka_run_group_tests_name("fault polling procs=4", polled,
-                                       up_nosignal_4, h_down)
+                                       h_up_nopreempt_4, h_down)
          + cmocka_run_group_tests_name("fault procs=1", t, h_up_1, h_down)
          + cmocka_run_group_tests_name("fault procs=2", t, h_up_2, h_down)
          + cmocka_run_group_tests_name("fault procs=4", t, h_up_4, h_down);

@@ -394,19 +394,6 @@ static void par_spawner(void *arg)
         gmp_go(par_worker, (void *)(intptr_t)p);
 }
 
-static int up_nopreempt(void **state, int procs)
-{
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = procs;
-    cfg.async_preempt_off = 1;
-    return h_up_with(state, &cfg);
-}
-
-static int up_nopreempt_2(void **state) { return up_nopreempt(state, 2); }
-static int up_nopreempt_4(void **state) { return up_nopreempt(state, 4); }
-static int up_nopreempt_8(void **state) { return up_nopreempt(state, 8); }
-
 static void test_sched_goroutines_run_in_parallel(void **state)
 {
     struct h_env *env = *state;
@@ -616,9 +603,9 @@ int main(void)
          + cmocka_run_group_tests_name("sched procs=4", many, h_up_4, h_down)
          + cmocka_run_group_tests_name("sched procs=8", many, h_up_8, h_down)
          + cmocka_run_group_tests_name("sched parallel procs=2", parallel,
-                                       up_nopreempt_2, h_down)
+                                       h_up_nopreempt_2, h_down)
          + cmocka_run_group_tests_name("sched parallel procs=4", parallel,
-                                       up_nopreempt_4, h_down)
+                                       h_up_nopreempt_4, h_down)
          + cmocka_run_group_tests_name("sched parallel procs=8", parallel,
-                                       up_nopreempt_8, h_down);
+                                       h_up_nopreempt_8, h_down);
 }

@@ -705,18 +705,6 @@ static void test_sleep_fires_while_a_p_never_schedules(void **state)
     assert_quiet();
 }
 
-static int up_nopreempt(void **state, int procs)
-{
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = procs;
-    cfg.async_preempt_off = 1;
-    return h_up_with(state, &cfg);
-}
-
-static int up_nopreempt_2(void **state) { return up_nopreempt(state, 2); }
-static int up_nopreempt_4(void **state) { return up_nopreempt(state, 4); }
-
 /* ---- An earlier timer wakes the idle poller ----------------------------- */
 
 #define EW_LONG  (2000 * MS)
@@ -1599,7 +1587,7 @@ int main(void)
          + cmocka_run_group_tests_name("timer procs=2", t, h_up_2, h_down)
          + cmocka_run_group_tests_name("timer procs=4", t, h_up_4, h_down)
          + cmocka_run_group_tests_name("timer procs=2, async_preempt_off",
-                                       nopreempt, up_nopreempt_2, h_down)
+                                       nopreempt, h_up_nopreempt_2, h_down)
          + cmocka_run_group_tests_name("timer procs=4, async_preempt_off",
-                                       nopreempt, up_nopreempt_4, h_down);
+                                       nopreempt, h_up_nopreempt_4, h_down);
 }
