@@ -80,15 +80,27 @@ typedef struct gmp_config {
                             grow: code that recurses deep or keeps big
                             arrays on the stack needs more. Smaller packs
                             more stacks per page table, which some VMs
-                            charge for (docs/design.md) */
+                            charge for (docs/design.md). The guard is an
+                            eighth of it, a page to 64 KiB (16 KiB of the
+                            default). Overflowing it is the fatal error
+                            "stack overflow in goroutine N" when the
+                            first write below the stack lands in the
+                            guard: always for code built with
+                            -fstack-clash-protection (as the library is;
+                            build programs so too), and without it for
+                            frames smaller than the guard. A bigger
+                            frame built without it may write into the
+                            next goroutine's stack unnoticed.         */
     int    max_threads;  /* Ms; 0: 10000. Needing more is a fatal error
                             ("thread exhaustion"), as in Go            */
     int    async_preempt_off; /* nonzero: no preemption by signal (as
                             GMP_DEBUG=asyncpreemptoff=1); goroutines are
                             then preempted only at runtime calls          */
     int    dump_on_sigquit; /* nonzero: SIGQUIT writes gmp_dump's report
-                            to stderr and exits with status 2, as Go does;
-                            the previous handler is restored at stop      */
+                            to stderr, calls the program's own SIGQUIT
+                            handler if it had one, and exits with status
+                            2, as Go does; the previous handler is
+                            restored at stop                             */
     /* Embedding hooks, each optional (NULL: none). They are process-wide:
      * set when the runtime starts and kept until the next one starts. All
      * get hook_ctx as their last argument.
@@ -317,6 +329,11 @@ GMP_EXTERN void gmp_syscall_exit(void);
  * (nanosleep, poll, ...): bracket blocking calls. The handler chains to a
  * SIGURG handler the program installed before the runtime started, for
  * every SIGURG: a program that uses SIGURG must tolerate extra ones.
+ * Chained handlers (SIGURG; SIGSEGV and SIGBUS that are no stack
+ * overflow; SIGQUIT after dump_on_sigquit's dump) are called as the
+ * kernel would call them: sa_mask, SA_NODEFER, SA_SIGINFO, SA_RESETHAND,
+ * SIG_IGN and SIG_DFL all honoured (docs/design.md, "Signals the program
+ * had first").
  * Off when gmp_config_t.async_preempt_off is set, GMP_DEBUG contains
  * asyncpreemptoff=1, in ThreadSanitizer builds (TSan delivers signals
  * late, with a copy of the context), under valgrind, and when libc or a

@@ -201,6 +201,22 @@ static unsigned gcd(unsigned a, unsigned b)
     return a;
 }
 
+/* The guard below each stack: an eighth of the slot, from a page to 64
+ * KiB, in whole pages. A frame that jumps past the guard lands in the
+ * next stack down instead of faulting (docs/design.md, "Stacks"); a
+ * bigger guard catches bigger frames, and costs no mapping (it is advice
+ * or one mprotect either way), only usable stack: 16 KiB of the default
+ * 128. */
+static size_t guard_for(size_t stack_size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t g = stack_size / 8;
+    if (g > 64 * 1024)
+        g = 64 * 1024;
+    g &= ~(page - 1);
+    return g < page ? page : g;
+}
+
 /* The scheduler and its Ps. */
 static void free_core(struct schedt *s)
 {
@@ -243,7 +259,7 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     s->cpus = online_cpus();
     s->maxmcount = set->max_threads;
     s->stack_size = set->stack_size;
-    s->guard_size = (size_t)sysconf(_SC_PAGESIZE);
+    s->guard_size = guard_for(set->stack_size);
     s->schedtrace_ms = set->schedtrace_ms;
     s->scheddetail = set->scheddetail;
     s->start_ns = gmp__nanotime();

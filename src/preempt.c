@@ -63,6 +63,7 @@
 #endif
 
 #include "runtime.h"
+#include "sigchain.h"
 
 #ifdef GMP_VALGRIND
 #include <valgrind/valgrind.h>
@@ -491,18 +492,6 @@ static void try_preempt(struct m *mp, ucontext_t *uc)
     redirect(uc, pc, sp);
 }
 
-static void chain(int sig, siginfo_t *si, void *uc)
-{
-    if (old_urg.sa_flags & SA_SIGINFO) {
-        if (old_urg.sa_sigaction)
-            old_urg.sa_sigaction(sig, si, uc);
-    } else if (old_urg.sa_handler != SIG_DFL &&
-               old_urg.sa_handler != SIG_IGN) {
-        old_urg.sa_handler(sig);
-    }
-    /* SIGURG's default action is to ignore it. */
-}
-
 static void on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
     ucontext_t *uc = ucv;
@@ -518,7 +507,7 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
         if (mp)
             try_preempt(mp, uc);
     }
-    chain(sig, si, ucv);
+    gmp__sig_chain(sig, si, ucv, &old_urg);
     errno = saved_errno;
 }
 

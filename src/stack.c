@@ -19,10 +19,12 @@
  * from the global list before carving a new chunk. Arenas are unmapped
  * only when the runtime is freed.
  *
- * Overflow: a fault inside the current G's guard is reported as
+ * Overflow: a fault inside the current G's guard, or below it within one
+ * slot (a frame that jumped the guard and hit the next one), is reported
  *   gmprt: fatal error: stack overflow in goroutine N
  * by a SIGSEGV/SIGBUS handler running on the M's alternate signal stack;
- * any other fault goes to the handler that was installed before ours.
+ * any other fault goes to the handler that was installed before ours
+ * (sigchain.h). What a guard cannot catch: docs/design.md, "Stacks".
  */
 #include <errno.h>
 #include <signal.h>
@@ -34,6 +36,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "sigchain.h"
 
 /* Valgrind must be told where stacks are, or it reads every switch as a
  * wild stack-pointer change. The client requests are a few no-op
@@ -215,7 +218,8 @@ static struct stackarena *arena_new(struct schedt *s)
  * holds arenalock. */
 static void arena_tables(struct schedt *s, struct stackarena *a)
 {
-    size_t span = s->guard_size * (s->guard_size / sizeof(uint64_t));
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t span = page * (page / sizeof(uint64_t));
     size_t step = (span > s->stack_size ? span / s->stack_size : 1) *
                   s->stack_size;
     size_t left = (a->len + step - 1) / step;   /* guards to install */
@@ -310,8 +314,8 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
     gmp__unlock(&s->arenalock);
 
     struct iovec iov[STACKS_PER_CHUNK];
-    size_t page = s->guard_size;
-    iov_fill(iov, STACKS_PER_CHUNK, c->base, s->stack_size, page);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    iov_fill(iov, STACKS_PER_CHUNK, c->base, s->stack_size, s->guard_size);
     bool guarded = s->guard_mode == GUARD_MADVISE &&
                    advise_all(s, iov, STACKS_PER_CHUNK, MADV_GUARD_INSTALL);
     iov_fill(iov, STACKS_PER_CHUNK, c->base + s->stack_size - page,
@@ -430,22 +434,6 @@ void gmp__stacks_release(struct schedt *s)
  * before us, restored when the runtime stops. */
 static struct sigaction old_segv, old_bus;
 
-static void fault_chain(int sig, siginfo_t *si, void *uc)
-{
-    struct sigaction *old = sig == SIGBUS ? &old_bus : &old_segv;
-    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
-        old->sa_sigaction(sig, si, uc);
-        return;
-    }
-    if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
-        old->sa_handler(sig);
-        return;
-    }
-    /* Default action: reinstate it; returning re-executes the faulting
-     * instruction, which now kills the process as it would have. */
-    signal(sig, SIG_DFL);
-}
-
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     struct m *mp = gmp__getm();
@@ -454,7 +442,10 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         struct schedt *s = mp->sched;
         char *addr = si->si_addr;
         char *lo = gp->stk->lo;
-        if (addr < lo && addr >= lo - s->guard_size) {
+        /* In the guard, or below it in the slot underneath: a frame
+         * bigger than the guard that skipped it and then faulted on that
+         * slot's guard is this goroutine's overflow too. */
+        if (addr < lo && addr >= lo - s->stack_size) {
             gmp__fatal_begin("stack overflow in goroutine ");
             gmp__fatal_putn(gp->goid);
             gmp__fatal_puts("\n");
@@ -462,7 +453,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
             gmp__fatal_end();
         }
     }
-    fault_chain(sig, si, uc);
+    gmp__sig_chain(sig, si, uc, sig == SIGBUS ? &old_bus : &old_segv);
 }
 
 int gmp__signals_install(void)

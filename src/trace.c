@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "sigchain.h"
 #include "park.h"
 
 #define MAX_FRAMES 32
@@ -532,14 +533,18 @@ int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp, void *arg),
 static struct sigaction old_quit;
 static bool quit_installed;
 
-static void on_quit(int sig)
+/* The dump, then the program's own SIGQUIT handler if it had one (it may
+ * exit as it likes), then exit status 2 as Go. A previous SIG_DFL or
+ * SIG_IGN is not taken: the program asked for the dump instead. */
+static void on_quit(int sig, siginfo_t *si, void *uc)
 {
-    (void)sig;
     /* Acquire: as in cursched. */
     struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
     gmp__fatal_begin("SIGQUIT: goroutine dump\n");
     if (s)
         gmp__dump_fatal(s);
+    if (old_quit.sa_handler != SIG_DFL && old_quit.sa_handler != SIG_IGN)
+        gmp__sig_chain(sig, si, uc, &old_quit);
     _exit(2);                       /* as Go does after its dump */
 }
 
@@ -547,8 +552,8 @@ int gmp__sigquit_install(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_quit;
-    sa.sa_flags = SA_ONSTACK;
+    sa.sa_sigaction = on_quit;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGQUIT, &sa, &old_quit) != 0)
         return GMP_EINVAL;

@@ -44,12 +44,15 @@ static void say_id(void)
         _exit(97);
 }
 
+/* What overflows: deep, or a function of stack_frames.c. */
+static int (*overflower)(int) = deep;
+
 static void overflow_fn(void *arg)
 {
     (void)arg;
     say_id();
-    deep(0);
-    _exit(98);                      /* unreachable */
+    overflower(0);
+    _exit(98);                      /* unreachable for a recursion */
 }
 
 static void idle_fn(void *arg)
@@ -61,11 +64,14 @@ struct ovf {
     size_t stack_size;
     int procs;
     bool use_main;                  /* gmp_main, else gmp_init + gmp_go */
+    int (*fn)(int);                 /* NULL: deep */
 };
 
 static void overflow_child(void *arg)
 {
     struct ovf *o = arg;
+    if (o->fn)
+        overflower = o->fn;
     gmp_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.procs = o->procs;
@@ -111,29 +117,94 @@ static void skip_under_asan(void)
 static void test_stack_overflow_in_main_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {0, 1, true};
+    struct ovf o = {0, 1, true, NULL};
     check_overflow(&o);
 }
 
 static void test_stack_overflow_in_goroutine_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {0, 2, false};
+    struct ovf o = {0, 2, false, NULL};
     check_overflow(&o);
 }
 
 static void test_stack_overflow_small_stack_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {64 * 1024, 2, false};
+    struct ovf o = {64 * 1024, 2, false, NULL};
     check_overflow(&o);
 }
 
 static void test_stack_overflow_big_stack_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {4 << 20, 1, true};
+    struct ovf o = {4 << 20, 1, true, NULL};
     check_overflow(&o);
+}
+
+/* ---- Frames bigger than a page ------------------------------------------- */
+
+/* stack_frames.c, built with and without -fstack-clash-protection. */
+#define FRAMES(p)                                                           \
+    int p##deep_2(int), p##deep_8(int), p##deep_15(int), p##deep_60(int),  \
+        p##deep_131(int), p##deep_300(int), p##big_131(int);
+FRAMES(noclash_)
+#ifdef GMP_TEST_CLASH
+FRAMES(clash_)
+#endif
+
+static const struct {
+    const char *name;
+    int (*fn)(int);
+} unprobed[] = {
+    /* Without probes a frame is caught when its first write lands in the
+     * guard: recursions with frames smaller than the default stack's
+     * 16 KiB guard (a one-page guard let the 8 KiB ones through). */
+    {"2 KiB frames", noclash_deep_2},
+    {"8 KiB frames", noclash_deep_8},
+    {"15 KiB frames", noclash_deep_15},
+}
+#ifdef GMP_TEST_CLASH
+, probed[] = {
+    /* With probes every page of a frame is touched top down: every size
+     * is caught, however far it would have jumped. */
+    {"2 KiB frames", clash_deep_2},
+    {"15 KiB frames", clash_deep_15},
+    {"60 KiB frames", clash_deep_60},
+    {"131 KiB frames", clash_deep_131},
+    {"300 KiB frames", clash_deep_300},
+    {"one 131 KiB frame", clash_big_131},
+}
+#endif
+;
+
+static void check_frames(int (*fn)(int), const char *name)
+{
+    static const int procs[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        print_message("%s, procs=%d\n", name, procs[i]);
+        struct ovf o = {0, procs[i], i == 0, fn};
+        check_overflow(&o);
+    }
+}
+
+static void test_stack_overflow_by_frames_without_probes(void **state)
+{
+    skip_under_asan();
+    for (size_t i = 0; i < sizeof unprobed / sizeof unprobed[0]; i++)
+        check_frames(unprobed[i].fn, unprobed[i].name);
+}
+
+static void test_stack_overflow_by_frames_with_probes(void **state)
+{
+    skip_under_asan();
+#ifdef GMP_TEST_CLASH
+    for (size_t i = 0; i < sizeof probed / sizeof probed[0]; i++)
+        check_frames(probed[i].fn, probed[i].name);
+#else
+    print_message("the compiler has no -fstack-clash-protection\n");
+    skip();
+#endif
 }
 
 /* ---- Usable size, alignment, fp control --------------------------------- */
@@ -559,6 +630,8 @@ int main(void)
         cmocka_unit_test(test_stack_overflow_in_goroutine_reports_id),
         cmocka_unit_test(test_stack_overflow_small_stack_reports_id),
         cmocka_unit_test(test_stack_overflow_big_stack_reports_id),
+        cmocka_unit_test(test_stack_overflow_by_frames_without_probes),
+        cmocka_unit_test(test_stack_overflow_by_frames_with_probes),
         cmocka_unit_test(test_stack_three_quarters_usable),
         cmocka_unit_test(test_stack_aligned_16),
         cmocka_unit_test(test_stack_fp_control_is_per_goroutine),
