@@ -78,7 +78,7 @@ ssize_t gmp_read(int fd, void *buf, size_t n)
     uint64_t seq;
     do {
         seq = gmp__pd_seq(pd);
-        if (gmp__pd_read_skip(pd, seq)) {
+        if (gmp__pd_read_skip(s, pd, seq)) {
             errno = EAGAIN;         /* what the read would say */
             r = -1;
         } else {

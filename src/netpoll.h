@@ -90,19 +90,29 @@ static inline uint64_t gmp__pd_rdrain_mark(uint64_t seq)
 }
 /* Whether a read may skip its system call and wait at once: the last
  * read came up short, which on a TCP socket means it emptied the receive
- * queue, and no event has come since (seq: gmp__pd_seq now). Data that
- * arrived since raises an event, counted before the wait links, so
- * waiting cannot miss it; it saves the read that would fail with EAGAIN
- * (Go makes that call). Data whose event no M has collected yet waits
- * for the next poll, which a busy M makes before it steals. */
-static inline bool gmp__pd_read_skip(struct gmp__pd *pd, uint64_t seq)
+ * queue, no event has come since (seq: gmp__pd_seq now), and some M will
+ * poll soon: one blocks in the poller (which the kernel wakes the moment
+ * data arrives), or a P is idle or an M spinning (each polls before it
+ * steals). Data that arrived since raises an event, counted before the
+ * wait links, so waiting cannot miss it; it saves the read that would
+ * fail with EAGAIN (Go makes that call). While every P runs goroutines
+ * and nobody spins, only sysmon polls, every 10 ms: then the read is
+ * tried, so a peer that answered meanwhile is served at once, as in Go
+ * (docs/design.md, "Timers and the poller"). */
+static inline bool gmp__pd_read_skip(struct schedt *s, struct gmp__pd *pd,
+                                     uint64_t seq)
 {
     /* Relaxed: a stale value names an older seq, which no longer
      * matches; the acquire on rseq in gmp__pd_seq orders the poller's
-     * clearing of shortdrains (before its bump) before this load. */
+     * clearing of shortdrains (before its bump) before this load.
+     * The three counts are hints: a stale one costs at most one wait
+     * for sysmon's poll, or one read that fails. */
     return atomic_load_explicit(&pd->rdrained, memory_order_relaxed) ==
                gmp__pd_rdrain_mark(seq) &&
-           atomic_load_explicit(&pd->shortdrains, memory_order_relaxed);
+           atomic_load_explicit(&pd->shortdrains, memory_order_relaxed) &&
+           (atomic_load_explicit(&s->lastpoll, memory_order_relaxed) == 0 ||
+            atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0 ||
+            atomic_load_explicit(&s->nmspinning, memory_order_relaxed) != 0);
 }
 /* After a read of want bytes that returned got > 0 (seq: gmp__pd_seq
  * from before it): remembers whether it was short, for
