@@ -4,8 +4,10 @@
  * (Go's internal/poll.FD over the poller, netpoll.c).
  *
  * Every call enters the fd's descriptor (counted, so gmp_close can wait
- * for it to leave), tries the system call, and on EAGAIN waits on the
- * descriptor, then tries again. Writes to one fd take turns (wmu), so
+ * for it to leave) and runs one loop, try_once: try the system call, and
+ * on EAGAIN wait on the descriptor, then try again. The loop is always
+ * inlined with its system call in place, so each call compiles to what
+ * it would be written by hand. Writes to one fd take turns (wmu), so
  * that each gmp_write's bytes go out contiguously, as Go's Write does;
  * reads and accepts need no such lock: a wake-up wakes every reader and
  * each retries. An fd that epoll refuses (a regular file) is always
@@ -40,20 +42,6 @@ static int enter(int fd, struct schedt **s, struct gmp__pd **pd)
     return gmp__pd_enter(*s, fd, pd);
 }
 
-/* After a call failed with errno: 1 to try it again (EINTR, or EAGAIN
- * and the fd has become ready), else the error to return. seq: the
- * descriptor's gmp__pd_seq from before the call. */
-static ssize_t retry(struct schedt *s, struct gmp__pd *pd, int mode,
-                     uint64_t seq)
-{
-    if (errno == EINTR)
-        return 1;
-    if (errno != EAGAIN || !pd->pollable)
-        return -errno;
-    int r = gmp__pd_wait(s, pd, mode, seq, 0);
-    return r ? r : 1;
-}
-
 /* A file's read or write may block on the disk: inside the bracket. */
 #define BRACKETED(call)                                                     \
     ({                                                                      \
@@ -65,71 +53,155 @@ static ssize_t retry(struct schedt *s, struct gmp__pd *pd, int mode,
         r_;                                                                 \
     })
 
-ssize_t gmp_read(int fd, void *buf, size_t n)
+/* A call's arguments, for its try function. */
+struct io_args {
+    int                 fd, flags;
+    void               *buf;            /* read, recv*: into; writes: from */
+    size_t              n;
+    struct sockaddr    *addr;
+    socklen_t          *alen;           /* recvfrom, accept4 */
+    socklen_t           slen;           /* sendto */
+    const struct iovec *iov;
+    int                 iovcnt;
+    struct msghdr      *msg;
+};
+
+/* One try of a call's system call: >= 0, or -1 with errno set. */
+typedef ssize_t (*try_fn)(struct gmp__pd *pd, const struct io_args *a);
+
+enum {
+    IO_ONCE = 1,        /* EAGAIN is the answer: no wait (MSG_DONTWAIT) */
+    IO_SKIP = 2,        /* a consuming read: gmp__pd_read_skip may save
+                           its try, and its count feeds the skip */
+};
+
+/*
+ * The loop every call shares, on an entered pd: until the system call
+ * (op) succeeds or fails for good, reads the event count, tries, and on
+ * EAGAIN waits for an event and tries again. Returns
+ * op's count or a negative error. want: the bytes an IO_SKIP read asked
+ * for. Always inlined: op is a constant at each call site, so the loop
+ * compiles with op's system call in place, with no call through a
+ * pointer. Context: any G or thread, inside pd.
+ */
+static inline __attribute__((always_inline)) ssize_t
+try_once(struct schedt *s, struct gmp__pd *pd, int mode, int how,
+         try_fn op, const struct io_args *a, size_t want)
 {
-    if (!buf && n)
-        return GMP_EINVAL;
-    struct schedt *s;
-    struct gmp__pd *pd;
-    int err = enter(fd, &s, &pd);
-    if (err)
-        return err;
-    ssize_t r;
-    uint64_t seq;
-    do {
-        seq = gmp__pd_seq(pd);
-        if (gmp__pd_read_skip(pd, seq)) {
+    for (;;) {
+        uint64_t seq = gmp__pd_seq(pd);
+        ssize_t r;
+        if ((how & IO_SKIP) && gmp__pd_read_skip(pd, seq)) {
             errno = EAGAIN;         /* what the read would say */
             r = -1;
         } else {
-            r = pd->pollable ? read(fd, buf, n)
-                             : BRACKETED(read(fd, buf, n));
+            r = op(pd, a);
         }
-    } while (r < 0 && (r = retry(s, pd, PD_R, seq)) == 1);
-    if (r > 0)
-        gmp__pd_read_done(pd, seq, (size_t)r, n);
+        if (r >= 0) {
+            if ((how & IO_SKIP) && r > 0)
+                gmp__pd_read_done(pd, seq, (size_t)r, want);
+            return r;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN || !pd->pollable || (how & IO_ONCE))
+            return -errno;
+        int err = gmp__pd_wait(s, pd, mode, seq, 0);
+        if (err)
+            return err;
+    }
+}
+
+/* Enters fd, runs try_once, leaves: a call with no turn to take. */
+static inline __attribute__((always_inline)) ssize_t
+io_call(int mode, int how, try_fn op, const struct io_args *a, size_t want)
+{
+    struct schedt *s;
+    struct gmp__pd *pd;
+    int err = enter(a->fd, &s, &pd);
+    if (err)
+        return err;
+    ssize_t r = try_once(s, pd, mode, how, op, a, want);
     gmp__pd_exit(pd);
     return r;
 }
 
+/* ---- Reads ------------------------------------------------------------- */
+
+static ssize_t try_read(struct gmp__pd *pd, const struct io_args *a)
+{
+    return pd->pollable ? read(a->fd, a->buf, a->n)
+                        : BRACKETED(read(a->fd, a->buf, a->n));
+}
+
+ssize_t gmp_read(int fd, void *buf, size_t n)
+{
+    if (!buf && n)
+        return GMP_EINVAL;
+    struct io_args a = {.fd = fd, .buf = buf, .n = n};
+    return io_call(PD_R, IO_SKIP, try_read, &a, n);
+}
+
+/* ---- Writes ------------------------------------------------------------- */
+
 /* One write(2), or send(2) without SIGPIPE on a socket. */
-static ssize_t write1(struct gmp__pd *pd, int fd, const char *p, size_t n)
+static ssize_t try_write(struct gmp__pd *pd, const struct io_args *a)
 {
     if (pd->sock)
-        return send(fd, p, n, MSG_NOSIGNAL);
-    return pd->pollable ? write(fd, p, n) : BRACKETED(write(fd, p, n));
+        return send(a->fd, a->buf, a->n, MSG_NOSIGNAL);
+    return pd->pollable ? write(a->fd, a->buf, a->n)
+                        : BRACKETED(write(a->fd, a->buf, a->n));
+}
+
+/* Writes all a->n bytes from a->buf with op, in turn with the fd's other
+ * writes: n, or the error (even if part went out before it, as Go's
+ * Write). One try only with IO_ONCE: its count, which may be short. */
+static inline __attribute__((always_inline)) ssize_t
+write_all(int how, try_fn op, struct io_args *a)
+{
+    if (!a->buf && a->n)
+        return GMP_EINVAL;
+    if (a->n > SSIZE_MAX)
+        return GMP_EINVAL;
+    struct schedt *s;
+    struct gmp__pd *pd;
+    int err = enter(a->fd, &s, &pd);
+    if (err)
+        return err;
+    gmp_mutex_lock(&pd->wmu);
+    size_t n = a->n;
+    ssize_t r;
+    for (;;) {
+        r = try_once(s, pd, PD_W, how, op, a, 0);
+        if (r < 0 || (how & IO_ONCE))
+            break;
+        a->buf = (char *)a->buf + r;
+        a->n -= (size_t)r;
+        if (a->n == 0) {
+            r = (ssize_t)n;
+            break;
+        }
+    }
+    gmp_mutex_unlock(&pd->wmu);
+    gmp__pd_exit(pd);
+    return r;
 }
 
 ssize_t gmp_write(int fd, const void *buf, size_t n)
 {
-    if (!buf && n)
-        return GMP_EINVAL;
-    if (n > SSIZE_MAX)
-        return GMP_EINVAL;
-    struct schedt *s;
-    struct gmp__pd *pd;
-    int err = enter(fd, &s, &pd);
-    if (err)
-        return err;
-    gmp_mutex_lock(&pd->wmu);
-    const char *p = buf;
-    size_t done = 0;
-    ssize_t r = 0;
-    for (;;) {
-        uint64_t seq = gmp__pd_seq(pd);
-        r = write1(pd, fd, p + done, n - done);
-        if (r >= 0) {
-            done += (size_t)r;
-            if (done < n)
-                continue;
-            r = (ssize_t)n;
-            break;
-        }
-        if ((r = retry(s, pd, PD_W, seq)) != 1)
-            break;
-    }
-    gmp_mutex_unlock(&pd->wmu);
-    gmp__pd_exit(pd);
+    struct io_args a = {.fd = fd, .buf = (void *)buf, .n = n};
+    return write_all(0, try_write, &a);
+}
+
+/* ---- Sockets ------------------------------------------------------------ */
+
+static ssize_t try_accept(struct gmp__pd *pd, const struct io_args *a)
+{
+    (void)pd;
+    ssize_t r = accept4(a->fd, a->addr, a->alen, a->flags);
+    /* A connection reset before we took it: take the next (Go). */
+    if (r < 0 && errno == ECONNABORTED)
+        errno = EINTR;
     return r;
 }
 
@@ -137,22 +209,9 @@ int gmp_accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
     if (addr && !len)
         return GMP_EINVAL;
-    struct schedt *s;
-    struct gmp__pd *pd;
-    int err = enter(fd, &s, &pd);
-    if (err)
-        return err;
-    ssize_t r;
-    uint64_t seq;
-    do {
-        seq = gmp__pd_seq(pd);
-        r = accept4(fd, addr, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        /* A connection reset before we took it: take the next (Go). */
-        if (r < 0 && errno == ECONNABORTED)
-            errno = EINTR;
-    } while (r < 0 && (r = retry(s, pd, PD_R, seq)) == 1);
-    gmp__pd_exit(pd);
-    return (int)r;
+    struct io_args a = {.fd = fd, .addr = addr, .alen = len,
+                        .flags = SOCK_NONBLOCK | SOCK_CLOEXEC};
+    return (int)io_call(PD_R, 0, try_accept, &a, 0);
 }
 
 int gmp_connect(int fd, const struct sockaddr *addr, socklen_t len)
