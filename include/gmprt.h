@@ -528,6 +528,22 @@ GMP_EXTERN int gmp_fd_set_deadline(int fd, int events, int64_t deadline_ns);
  * the poller forgets it, then close(2). 0 or an error. */
 GMP_EXTERN int gmp_close(int fd);
 
+/* ---- Name resolution ----------------------------------------------------- */
+
+struct addrinfo;
+
+/* getaddrinfo(3) and getnameinfo(3), run inside the system-call bracket:
+ * the goroutine's P keeps running other goroutines while the lookup
+ * waits. Same arguments and result: 0, or the EAI_* code (for
+ * gai_strerror; with EAI_SYSTEM, errno as the lookup left it). Free the
+ * list with freeaddrinfo(3). Context: a goroutine, or any thread. */
+GMP_EXTERN int gmp_getaddrinfo(const char *node, const char *service,
+                               const struct addrinfo *hints,
+                               struct addrinfo **res);
+GMP_EXTERN int gmp_getnameinfo(const struct sockaddr *addr, socklen_t addrlen,
+                               char *host, socklen_t hostlen, char *serv,
+                               socklen_t servlen, int flags);
+
 /* ---- Worker pool ---------------------------------------------------------- */
 
 /*
