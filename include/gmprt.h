@@ -447,7 +447,7 @@ GMP_EXTERN void gmp_sleep(int64_t ns);
  * state for the fd number.
  * flags, where a call takes them, are those of its system call. With
  * MSG_DONTWAIT the call never waits: GMP_EAGAIN where the system call
- * says EAGAIN. Sends add MSG_NOSIGNAL: no call raises SIGPIPE (a caller
+ * says EAGAIN, or a write finds another holding the fd's turn. Sends add MSG_NOSIGNAL: no call raises SIGPIPE (a caller
  * that wants the signal raises it on -EPIPE).
  */
 /* Reads up to n bytes: the count (0 at end of file) or an error. */

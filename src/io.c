@@ -280,6 +280,17 @@ static ssize_t try_send(struct gmp__pd *pd, const struct io_args *a)
     return send(a->fd, a->buf, a->n, a->flags | MSG_NOSIGNAL);
 }
 
+/* Takes the fd's write turn: 0, or GMP_EAGAIN when IO_ONCE finds it
+ * taken (a writer parked on a full fd holds it: MSG_DONTWAIT must not
+ * wait behind it). */
+static inline int take_turn(struct gmp__pd *pd, int how)
+{
+    if (how & IO_ONCE)
+        return gmp_mutex_trylock(&pd->wmu) == 0 ? 0 : GMP_EAGAIN;
+    gmp_mutex_lock(&pd->wmu);
+    return 0;
+}
+
 /* Writes all a->n bytes from a->buf with op, in turn with the fd's other
  * writes: n, or the error (even if part went out before it, as Go's
  * Write). One try only with IO_ONCE: its count, which may be short. */
@@ -293,9 +304,10 @@ write_all(int how, try_fn op, struct io_args *a)
     struct schedt *s;
     struct gmp__pd *pd;
     int err = enter(a->fd, &s, &pd);
+    if (!err && (err = take_turn(pd, how)) != 0)
+        gmp__pd_exit(pd);
     if (err)
         return err;
-    gmp_mutex_lock(&pd->wmu);
     size_t n = a->n;
     ssize_t r;
     for (;;) {
@@ -335,9 +347,10 @@ write_one(int how, try_fn op, const struct io_args *a)
     struct schedt *s;
     struct gmp__pd *pd;
     int err = enter(a->fd, &s, &pd);
+    if (!err && (err = take_turn(pd, how)) != 0)
+        gmp__pd_exit(pd);
     if (err)
         return err;
-    gmp_mutex_lock(&pd->wmu);
     ssize_t r = try_once(s, pd, PD_W, how, op, a, 0);
     gmp_mutex_unlock(&pd->wmu);
     gmp__pd_exit(pd);

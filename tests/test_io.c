@@ -5,9 +5,10 @@
  * gmp_getaddrinfo, gmp_getnameinfo) at procs 1, 2 and 4, each from a
  * goroutine and from a plain thread:
  *   - recv with MSG_PEEK leaves the bytes, MSG_DONTWAIT answers GMP_EAGAIN
- *     on an empty socket (and send with it on a full one) instead of
- *     waiting; a parked MSG_WAITALL receive returns only once all its
- *     bytes came, in two sends;
+ *     on an empty socket (and send with it on a full one, or while a
+ *     parked send holds the write turn) instead of waiting; a parked
+ *     MSG_WAITALL receive returns only once all its bytes came, in two
+ *     sends;
  *   - UDP over loopback: a parked recvfrom gets each datagram whole, one
  *     per call, with the sender's address and port;
  *   - writev of several vectors (one empty) and readv into others move
@@ -193,6 +194,44 @@ static void test_io_recv_send_peek_dontwait_waitall(void **state)
     mksockpair(SOCK_STREAM, fds);
     each_way(peek_body, peek_between);
     close_all(2);
+}
+
+/* A send parked on a full socket holds the fd's write turn; a
+ * MSG_DONTWAIT send meanwhile answers GMP_EAGAIN instead of waiting
+ * behind it. */
+static _Atomic int64_t turn_sent;
+
+static void turn_writer(void *arg)
+{
+    (void)arg;
+    static char buf[100000];
+    atomic_store(&turn_sent, gmp_send(fds[1], buf, sizeof buf, 0));
+}
+
+static void test_io_dontwait_send_skips_a_taken_write_turn(void **state)
+{
+    static char big[65536];
+    mksockpair(SOCK_STREAM, fds);
+    int64_t queued = 0;
+    ssize_t r;
+    while ((r = gmp_send(fds[1], big, sizeof big, MSG_DONTWAIT)) > 0)
+        queued += r;
+    assert_int_equal(r, GMP_EAGAIN);
+    atomic_store(&turn_sent, 0);
+    assert_int_equal(gmp_go(turn_writer, NULL), 0);
+    assert_int_equal(h_still(), 0);         /* parked, holding the turn */
+    assert_int_equal(gmp_send(fds[1], "z", 1, MSG_DONTWAIT), GMP_EAGAIN);
+    assert_int_equal(gmp_sendto(fds[1], "z", 1, MSG_DONTWAIT, NULL, 0),
+                     GMP_EAGAIN);
+    assert_int_equal(atomic_load(&turn_sent), 0);
+    int64_t want = queued + 100000;
+    while (want > 0 && (r = gmp_read(fds[0], big, sizeof big)) > 0)
+        want -= r;
+    assert_int_equal(want, 0);
+    assert_int_equal(h_wait(&turn_sent, 100000), 0);
+    assert_int_equal(atomic_load(&turn_sent), 100000);
+    close_all(2);
+    assert_quiet();
 }
 
 /* ---- UDP ------------------------------------------------------------------- */
@@ -875,6 +914,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_io_recv_send_peek_dontwait_waitall),
+        cmocka_unit_test(test_io_dontwait_send_skips_a_taken_write_turn),
         cmocka_unit_test(test_io_udp_recvfrom_sendto_with_peer_address),
         cmocka_unit_test(test_io_readv_writev_bytes_exact),
         cmocka_unit_test(test_io_recvmsg_sendmsg_pass_an_fd),
