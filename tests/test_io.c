@@ -793,26 +793,24 @@ static void gate(void)
     pthread_mutex_unlock(&gate_mu);
 }
 
+/* The C library's, looked up by main before any thread starts. */
+static int (*real_gai)(const char *, const char *, const struct addrinfo *,
+                       struct addrinfo **);
+static int (*real_gni)(const struct sockaddr *, socklen_t, char *, socklen_t,
+                       char *, socklen_t, int);
+
 int getaddrinfo(const char *node, const char *service,
                 const struct addrinfo *hints, struct addrinfo **res)
 {
-    static int (*real)(const char *, const char *, const struct addrinfo *,
-                       struct addrinfo **);
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "getaddrinfo");
     gate();
-    return real(node, service, hints, res);
+    return real_gai(node, service, hints, res);
 }
 
 int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host,
                 socklen_t hostlen, char *serv, socklen_t servlen, int flags)
 {
-    static int (*real)(const struct sockaddr *, socklen_t, char *,
-                       socklen_t, char *, socklen_t, int);
-    if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "getnameinfo");
     gate();
-    return real(sa, salen, host, hostlen, serv, servlen, flags);
+    return real_gni(sa, salen, host, hostlen, serv, servlen, flags);
 }
 
 #define NLOOKUP 12
@@ -912,6 +910,10 @@ static void test_io_resolver_does_not_hold_the_p(void **state)
 
 int main(void)
 {
+    *(void **)&real_gai = dlsym(RTLD_NEXT, "getaddrinfo");
+    *(void **)&real_gni = dlsym(RTLD_NEXT, "getnameinfo");
+    if (!real_gai || !real_gni)
+        return 1;
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_io_recv_send_peek_dontwait_waitall),
         cmocka_unit_test(test_io_dontwait_send_skips_a_taken_write_turn),
