@@ -15,9 +15,11 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -450,19 +452,65 @@ GMP_EXTERN void gmp_sleep(int64_t ns);
  * any fd: the first use makes it non-blocking (O_NONBLOCK stays set) and
  * registers it with the runtime's epoll instance (edge-triggered); on
  * EAGAIN the goroutine parks until the poller reports the fd ready. On a
- * plain thread the calls block that thread. One reader and one writer at a
- * time per fd: concurrent reads (or writes) on one fd take turns. Errors
- * are negative errno values (GMP_EBADF once the fd is closed by
- * gmp_close). An fd used here must be closed with gmp_close, not close(2):
- * the poller keeps state for the fd number.
+ * plain thread the calls block that thread. Writes take turns per fd: the
+ * calls that write all of a buffer (gmp_write, gmp_send, gmp_writev) and
+ * the one-call writes (gmp_sendto, gmp_sendmsg) each go out whole, never
+ * interleaved with another write on the fd. Reads, receives and accepts
+ * take no turns: concurrent ones share what arrives, each byte (datagram,
+ * connection) going to one of them. Errors are negative errno values
+ * (GMP_EBADF once the fd is closed by gmp_close). Every blocking call
+ * honours the fd's deadline for its direction (gmp_fd_set_deadline). An fd
+ * used here must be closed with gmp_close, not close(2): the poller keeps
+ * state for the fd number.
+ * flags, where a call takes them, are those of its system call. With
+ * MSG_DONTWAIT the call never waits: GMP_EAGAIN where the system call
+ * says EAGAIN, or a write finds another holding the fd's turn. Sends add MSG_NOSIGNAL: no call raises SIGPIPE (a caller
+ * that wants the signal raises it on -EPIPE).
  */
 /* Reads up to n bytes: the count (0 at end of file) or an error. */
 GMP_EXTERN ssize_t gmp_read(int fd, void *buf, size_t n);
 /* Writes all n bytes: n, or an error, even if part of buf went out before
  * it (as Go's Write reports err). */
 GMP_EXTERN ssize_t gmp_write(int fd, const void *buf, size_t n);
-/* accept4(2) that parks: the new fd (non-blocking, close-on-exec) or an
- * error. addr and len may be NULL. */
+/* Receives up to n bytes, recv(2) with flags: the count (0 at the end of
+ * a stream) or an error. MSG_PEEK leaves the bytes queued. MSG_WAITALL on
+ * a stream socket waits for all n bytes (fewer only at the end of the
+ * stream or an error after some arrived, as recv(2) says). */
+GMP_EXTERN ssize_t gmp_recv(int fd, void *buf, size_t n, int flags);
+/* Sends all n bytes, send(2) with flags, as gmp_write does: n or an error.
+ * On a datagram socket one call is one datagram. With MSG_DONTWAIT, one
+ * try: the count it sent (possibly short) or GMP_EAGAIN. */
+GMP_EXTERN ssize_t gmp_send(int fd, const void *buf, size_t n, int flags);
+/* recvfrom(2) that parks: one datagram (or up to n bytes of a stream) and
+ * its sender in *addr / *len (both may be NULL): the count or an error. */
+GMP_EXTERN ssize_t gmp_recvfrom(int fd, void *buf, size_t n, int flags,
+                                struct sockaddr *addr, socklen_t *len);
+/* sendto(2) that parks: one system call, one datagram; the count it sent
+ * (on a stream possibly short, as Go's WriteTo) or an error. */
+GMP_EXTERN ssize_t gmp_sendto(int fd, const void *buf, size_t n, int flags,
+                              const struct sockaddr *addr, socklen_t len);
+/* readv(2) that parks: the count (0 at end of file) or an error. */
+GMP_EXTERN ssize_t gmp_readv(int fd, const struct iovec *iov, int cnt);
+/* Writes every byte of the cnt buffers in order, as gmp_write: their
+ * total or an error. The first try writes the vector whole (one datagram
+ * on a datagram socket). GMP_EINVAL for cnt outside 0..IOV_MAX or a
+ * total past SSIZE_MAX. */
+GMP_EXTERN ssize_t gmp_writev(int fd, const struct iovec *iov, int cnt);
+/* recvmsg(2) that parks: the count or an error; msg's fields as
+ * recvmsg(2) fills them (ancillary data, msg_flags). */
+GMP_EXTERN ssize_t gmp_recvmsg(int fd, struct msghdr *msg, int flags);
+/* sendmsg(2) that parks: one system call; the count it sent, which on a
+ * stream may be short (as Go's WriteMsg: resending the rest with its
+ * ancillary data would pass it twice; send the rest with gmp_send or
+ * gmp_writev), or an error. */
+GMP_EXTERN ssize_t gmp_sendmsg(int fd, const struct msghdr *msg, int flags);
+/* accept4(2) that parks: the new fd or an error. flags: SOCK_NONBLOCK
+ * and SOCK_CLOEXEC, as the caller asks (the new fd becomes non-blocking
+ * anyway at its first use with these calls); others are GMP_EINVAL.
+ * addr and len may be NULL. */
+GMP_EXTERN int gmp_accept4(int fd, struct sockaddr *addr, socklen_t *len,
+                           int flags);
+/* gmp_accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC. */
 GMP_EXTERN int gmp_accept(int fd, struct sockaddr *addr, socklen_t *len);
 /* connect(2) that parks until the connection is made: 0 or an error (the
  * socket's SO_ERROR). */
@@ -471,12 +519,47 @@ GMP_EXTERN int gmp_connect(int fd, const struct sockaddr *addr,
 /* Waits until fd is ready for any of events (GMP_POLLIN, GMP_POLLOUT):
  * returns the ready ones among them (an error or hang-up counts as ready
  * for all), GMP_ETIMEDOUT when timeout_ns ran out (a timeout <= 0 other
- * than GMP_FOREVER polls once), GMP_EBADF if the fd is closed meanwhile by
+ * than GMP_FOREVER polls once) or the fd's deadline for one of the
+ * directions asked passed, GMP_EBADF if the fd is closed meanwhile by
  * gmp_close, GMP_EINVAL for no events. */
 GMP_EXTERN int gmp_fd_wait(int fd, int events, int64_t timeout_ns);
+/* poll(2) over n fds that parks the goroutine until one is ready: fills
+ * each revents as poll(2) does (any fd, files included) and returns how
+ * many are set, 0 when timeout_ns ran out (GMP_FOREVER: no limit; <= 0
+ * otherwise polls once), or an error. The fds are neither changed nor
+ * registered (they need not be closed with gmp_close); fd deadlines do
+ * not apply. A goroutine waits through the poller; a plain thread in
+ * ppoll(2). */
+GMP_EXTERN int gmp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns);
+/* Sets fd's deadline for reading (GMP_POLLIN), writing (GMP_POLLOUT) or
+ * both (Go's SetReadDeadline, SetWriteDeadline, SetDeadline): deadline_ns
+ * is absolute gmp_nanotime(), 0 for none. Once it has passed, blocked and
+ * later calls in that direction return GMP_ETIMEDOUT (at once, even with
+ * data ready) until the deadline is set again; a blocked call takes up
+ * a new deadline at once. gmp_read, gmp_recv, gmp_recvfrom, gmp_readv,
+ * gmp_recvmsg, gmp_accept4 and gmp_fd_wait read; the sends, writes and
+ * gmp_connect write. gmp_close clears them. Returns 0, GMP_EINVAL (no or
+ * unknown events, a negative deadline), or an error of the fd. */
+GMP_EXTERN int gmp_fd_set_deadline(int fd, int events, int64_t deadline_ns);
 /* Closes fd: every goroutine or thread parked on it returns GMP_EBADF,
  * the poller forgets it, then close(2). 0 or an error. */
 GMP_EXTERN int gmp_close(int fd);
+
+/* ---- Name resolution ----------------------------------------------------- */
+
+struct addrinfo;
+
+/* getaddrinfo(3) and getnameinfo(3), run inside the system-call bracket:
+ * the goroutine's P keeps running other goroutines while the lookup
+ * waits. Same arguments and result: 0, or the EAI_* code (for
+ * gai_strerror; with EAI_SYSTEM, errno as the lookup left it). Free the
+ * list with freeaddrinfo(3). Context: a goroutine, or any thread. */
+GMP_EXTERN int gmp_getaddrinfo(const char *node, const char *service,
+                               const struct addrinfo *hints,
+                               struct addrinfo **res);
+GMP_EXTERN int gmp_getnameinfo(const struct sockaddr *addr, socklen_t addrlen,
+                               char *host, socklen_t hostlen, char *serv,
+                               socklen_t servlen, int flags);
 
 /* ---- Worker pool ---------------------------------------------------------- */
 

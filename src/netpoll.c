@@ -24,8 +24,10 @@
  * lets a TCP reader skip the try altogether after a short read, while
  * no event has come since (gmp__pd_read_skip in netpoll.h).
  *
- * Each waiter can be woken by three parties: an event, gmp_close, and its
- * deadline's timer (which runs under a timer lock and must not take the
+ * Each waiter can be woken by four parties: an event, gmp_close, a change
+ * of the fd's deadline (gmp__pd_set_deadline, which also counts as an
+ * event, so the waiter retries under the new one), and its deadline's
+ * timer (which runs under a timer lock and must not take the
  * descriptor's). They race through the waiter's claim flag (the wctx's
  * selectdone): the one whose CAS wins sets why and wakes it; the others
  * do nothing. The waiter unlinks itself under the lock after it wakes,
@@ -563,6 +565,32 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
     }
 }
 
+void gmp__pd_set_deadline(struct gmp__pd *pd, int modes, int64_t deadline)
+{
+    struct fdwait *wake = NULL;
+    gmp__spin_lock(&pd->lock);
+    /* Relaxed stores: the release bump of the seq after each publishes
+     * it (see gmp__pd_deadline). Relaxed loads of the seqs: their
+     * writers hold this lock. */
+    if (modes & PD_R) {
+        atomic_store_explicit(&pd->rdeadline, deadline, memory_order_relaxed);
+        atomic_store_explicit(&pd->rseq, atomic_load_explicit(
+            &pd->rseq, memory_order_relaxed) + 1, memory_order_release);
+    }
+    if (modes & PD_W) {
+        atomic_store_explicit(&pd->wdeadline, deadline, memory_order_relaxed);
+        atomic_store_explicit(&pd->wseq, atomic_load_explicit(
+            &pd->wseq, memory_order_relaxed) + 1, memory_order_release);
+    }
+    take_waiters(pd, modes, WHY_READY, &wake);
+    gmp__spin_unlock(&pd->lock);
+    while (wake) {
+        struct fdwait *fw = wake;
+        wake = fw->wakenext;        /* before fw may run and go */
+        gmp__wctx_ready(&fw->w);
+    }
+}
+
 struct closewait {
     struct gmp__wctx w;
     struct gmp__pd  *pd;
@@ -627,6 +655,8 @@ int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd)
     /* Relaxed: the release of refs below publishes them. */
     atomic_store_explicit(&pd->shortdrains, false, memory_order_relaxed);
     atomic_store_explicit(&pd->rdrained, 0, memory_order_relaxed);
+    atomic_store_explicit(&pd->rdeadline, 0, memory_order_relaxed);
+    atomic_store_explicit(&pd->wdeadline, 0, memory_order_relaxed);
     gmp__spin_unlock(&pd->lock);
     /* Release: the reset descriptor is seen by the next caller's acquire
      * in gmp__pd_enter. */

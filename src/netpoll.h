@@ -38,6 +38,11 @@ struct gmp__pd {
      * write them. */
     _Atomic bool shortdrains;
     _Atomic uint64_t rdrained;
+    /* Read and write deadlines (gmp_fd_set_deadline): absolute
+     * gmp__nanotime, 0 for none. Written under lock, each change with a
+     * bump of its direction's seq (gmp__pd_set_deadline); read without
+     * the lock, after gmp__pd_seq, before each try. */
+    _Atomic int64_t rdeadline, wdeadline;
     bool drained;                   /* refs reached 0 with no closer yet */
     struct fdwait *rq, *wq;         /* parked readers, writers */
     struct gmp__wctx *closer;       /* gmp_close waiting for refs to drain */
@@ -131,6 +136,23 @@ static inline void gmp__pd_read_done(struct gmp__pd *pd, uint64_t seq,
  * that failed: an event of modes since then returns 0 at once. */
 GMP_HIDDEN int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
                             uint64_t seq, int64_t deadline);
+/* Sets the deadline of the directions in modes (0: none) and wakes
+ * their waiters, which try again and read it anew. The change counts as
+ * an event of those directions: a caller that read the seq before the
+ * change and its deadline after finds the seq moved when it links, and
+ * tries again too. */
+GMP_HIDDEN void gmp__pd_set_deadline(struct gmp__pd *pd, int modes,
+                                     int64_t deadline);
+/* The deadline of direction mode (PD_R or PD_W), 0 for none. Relaxed:
+ * read after gmp__pd_seq, whose acquire orders the setter's store (made
+ * before its release bump) before this load when the seq includes the
+ * change; when it does not, the waiter's link sees the seq moved. */
+static inline int64_t gmp__pd_deadline(struct gmp__pd *pd, int mode)
+{
+    return atomic_load_explicit(mode == PD_R ? &pd->rdeadline
+                                             : &pd->wdeadline,
+                                memory_order_relaxed);
+}
 /* gmp_close's work on an entered pd: wakes every waiter with GMP_EBADF,
  * waits for the other calls to leave, drops the fd from the epoll set,
  * closes it and resets pd. Ends the caller's own call. */
