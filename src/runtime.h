@@ -99,7 +99,10 @@ struct g {
     void           *asan_fake;      /* ASan builds: fake stack save slot */
     /* Preemption (preempt.c). All written only on the thread running the
      * G (by its own code or by the signal handler interrupting it). */
-    uint32_t        preemptoff;     /* gmp_preempt_disable depth */
+    uint32_t        preemptoff;     /* no preemption while nonzero:
+                                       gmp_preempt_disable depth, host
+                                       hooks, foreign locks (preempt.c,
+                                       try_preempt) */
     uint32_t        asyncpreempts;  /* times preempted by signal */
     uint32_t        asyncrefused;   /* signals that found its PC in libc,
                                        the loader or the runtime */
@@ -459,7 +462,11 @@ GMP_HIDDEN void gmp__errno_put(int e);
 /* ---- preempt.c ---------------------------------------------------------- */
 GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
 GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
-GMP_HIDDEN void gmp__preempt_setup(struct schedt *s, bool async);
+/* Longest gmp_config_t.preempt_objects (and GMP_DEBUG preemptobjs)
+ * accepted, with its NUL. */
+#define GMP_PREEMPT_OBJECTS_MAX 256
+GMP_HIDDEN void gmp__preempt_setup(struct schedt *s, bool async,
+                                   const char *objs);
 GMP_HIDDEN void gmp__preempt_teardown(void);
 GMP_HIDDEN void gmp__preempt_minit(struct m *mp);
 GMP_HIDDEN void gmp__preempt_mexit(struct m *mp);
