@@ -573,9 +573,13 @@ GMP_EXTERN int gmp_stats(gmp_stats_t *out);
  *
  * The header gives the state (for a waiting one its wait reason and how
  * long it has waited, to within 11 ms); then the backtrace, by frame
- * pointers, of a waiting goroutine (or of the caller itself),
- * as far as frame pointers allow; then the function it was started with
- * and its argument. Names come from dladdr: functions of an executable
+ * pointers, of a waiting or runnable goroutine (or of the caller itself),
+ * as far as frame pointers allow: for one the preemption signal stopped,
+ * first the instruction it stopped at ("<name> (preempted by signal
+ * here)"), so a goroutine that holds a lock and waits for a thread names
+ * the code that took it. A goroutine running on another thread shows no
+ * backtrace (its stack changes under the reader). Then the function it
+ * was started with and its argument. Names come from dladdr: functions of an executable
  * linked without -rdynamic (CMake: ENABLE_EXPORTS) print as
  * "?? (file+0xoffset)". Nothing is stopped while it runs: a goroutine
  * that changes state meanwhile may be shown half before, half after.

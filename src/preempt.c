@@ -525,6 +525,9 @@ enum {
     F_X0 = 0, F_NZCV = 31, F_FPSR = 32, F_FPCR = 33, F_Q0 = 34,
     F_PID = 98, F_TID = 99, F_PC = 100, F_SP = 101,
 };
+_Static_assert(GMP_APF_FP == F_X0 + 29 && GMP_APF_PC == F_PC &&
+                   GMP_APF_WORDS == F_SP + 1,
+               "frame.h's GMP_APF_* describe this frame");
 
 /* Signal frame records (the kernel's asm/sigcontext.h, spelled out:
  * older headers lack some of them). */
@@ -745,13 +748,20 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
-/* Called by the stub on the G's stack, every register saved. */
+/* Called by the stub on the G's stack, every register saved; frame is
+ * where the stub saved them (frame.h, GMP_APF_*). While the G waits to
+ * run again, g->asyncframe points there, so that gmp_dump can show where
+ * the signal stopped it. */
 void gmp__asyncpreempt2(uint64_t *frame)
 {
-    (void)frame;
     int saved_errno = errno;
     struct m *mp = gmp__getm();
-    gmp__mcall(mp, mp->curg, SW_PREEMPT);
+    struct g *gp = mp->curg;
+    /* Relaxed, both: gmp_dump reads it while gp waits in a run queue, and
+     * checks what it finds against gp's stack (trace.c). */
+    __atomic_store_n(&gp->asyncframe, frame, __ATOMIC_RELAXED);
+    gmp__mcall(mp, gp, SW_PREEMPT);
+    __atomic_store_n(&gp->asyncframe, NULL, __ATOMIC_RELAXED);
     gmp__errno_put(saved_errno);
 #if defined(__aarch64__)
     mp = gmp__getm();               /* maybe another thread now */

@@ -112,6 +112,10 @@ struct g {
      * run it. */
     uint32_t        locked;
     uintptr_t       asyncpc;        /* PC of the last async preemption */
+    /* The registers the preemption stub saved on the G's stack, while
+     * the signal has it stopped (frame.h, GMP_APF_*); NULL otherwise.
+     * Written by the G (relaxed atomic stores), read by gmp_dump. */
+    uint64_t       *asyncframe;
     /* Goroutine-local values and the locked M (key.c), allocated on first
      * gmp_setspecific or gmp_lock_os_thread; freed when fn returns, so a
      * dead G (and a fresh, zeroed one) has NULL. The G's own field:
