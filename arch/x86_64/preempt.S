@@ -52,8 +52,7 @@ gmp__asyncpreempt:
     movl    $-1, %edx
     xsave64 (%rsp)
     cld                             /* the C ABI wants DF clear at a call */
-    movq    %rbx, %rdi              /* the pushed registers, for gmp_dump */
-                                    /* (GMP_APF_* in frame.h) */
+    movq    %rsp, %rdi              /* unused by x86-64's C part */
     call    gmp__asyncpreempt2
     movl    $-1, %eax
     movl    $-1, %edx
