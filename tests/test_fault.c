@@ -287,17 +287,49 @@ static void pipe_writer(void *arg)
         abort();
 }
 
-/* Main: a writer queued behind a read that blocks its thread (in the
- * bracket), so the writer needs another thread. arg: how many creations
- * fail (-1: all), armed before anything else. */
+/* Readers that block their threads (in the bracket), one more than the
+ * runtime has threads, so that the writer queued behind them needs a
+ * thread that does not exist yet. */
+static _Atomic int64_t blocked_got, blocked_in;
+
+static void blocked_reader(void *arg)
+{
+    gmp_wg_t *wg = arg;
+    char c;
+    atomic_fetch_add(&blocked_in, 1);
+    if (GMP_SYSCALL(read(wpipe[0], &c, 1)) == 1)
+        atomic_fetch_add(&blocked_got, 1);
+    gmp_wg_done(wg);
+}
+
+static void pipe_writer_n(void *arg)
+{
+    int64_t n = (int64_t)(intptr_t)arg;
+    while (atomic_load(&blocked_in) < n)
+        gmp_yield();                /* behind every reader */
+    for (int64_t i = 0; i < n; i++)
+        pipe_writer(NULL);
+}
+
+/* Main. arg: how many creations fail (-1: all), armed before anything
+ * else. */
 static void blocked_read_main(void *arg)
 {
+    gmp_stats_t st;
+    gmp_stats(&st);
+    int64_t k = (int64_t)st.threads + 1;
+    gmp_wg_t wg = GMP_WG_INIT;
     create_arm(0, (int)(intptr_t)arg);
-    assert_int_equal(gmp_go(pipe_writer, NULL), 0);
-    char c;
-    ssize_t n = GMP_SYSCALL(read(wpipe[0], &c, 1));
+    gmp_wg_add(&wg, k);
+    for (int64_t i = 0; i < k; i++)
+        if (gmp_go(blocked_reader, &wg) != 0)
+            abort();
+    if (gmp_go(pipe_writer_n, (void *)(intptr_t)k) != 0)
+        abort();
+    gmp_wg_wait(&wg);
     atomic_store(&create_fail, 0);
-    dprintf(1, "read %zd, %d creations failed\n", n,
+    dprintf(1, "read %lld of %lld, %d creations failed\n",
+            (long long)atomic_load(&blocked_got), (long long)k,
             atomic_load(&create_failed));
 }
 
@@ -346,9 +378,15 @@ static void test_fault_thread_creation_is_retried(void **state)
         struct h_child res;
         assert_int_equal(h_fork(blocked_read_child, &r, &res), 0);
         h_child_exited(&res, 0, procs[i]);
-        if (!h_has_line(res.out, "read 1, 5 creations failed"))
+        long long got, want;
+        int failed;
+        int n = sscanf(res.out, "read %lld of %lld, %d creations failed",
+                       &got, &want, &failed);
+        if (n != 3 || got != want || failed != 5)
             print_error("procs=%d: stdout:\n%s\n", procs[i], res.out);
-        assert_true(h_has_line(res.out, "read 1, 5 creations failed"));
+        assert_int_equal(n, 3);
+        assert_int_equal(got, want);
+        assert_int_equal(failed, 5);
     }
 }
 
