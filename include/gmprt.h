@@ -138,9 +138,18 @@ typedef struct gmp_config {
     int    keep_nofile_limit; /* nonzero: leave RLIMIT_NOFILE as it is (see
                             gmp_main on the open-file limit)               */
     int    reserved_int_;
+    /* Which code a preemption signal may stop (see Preemption below);
+     * NULL or "": the main program only, never a shared object. A
+     * ':'-separated list adds every shared object whose file name
+     * contains one of its entries; the entry "*" allows every object but
+     * the system libraries (libc, the loader, libstdc++, ...), "-" takes
+     * the main program away. At most 255 characters (GMP_EINVAL).
+     * GMP_DEBUG=preemptobjs=<list> replaces it. docs/design.md has the
+     * exact rule. */
+    const char *preempt_objects;
     /* Room for fields later versions add: all-zero means "defaults", so a
      * program built against this header keeps working with a newer library. */
-    void  *reserved_[4];
+    void  *reserved_[3];
 } gmp_config_t;
 
 /* Starts the runtime, runs fn(arg) as the main goroutine on a runtime
@@ -318,11 +327,18 @@ GMP_EXTERN void gmp_syscall_exit(void);
  * gmp_stacks_foreach never switches, for a collector that calls it with
  * its own lock held), or, for a loop that makes none, by a signal (SIGURG,
  * as Go) that the runtime's monitor sends to its thread. The handler
- * preempts only at a safe point: goroutine code, not inside the runtime,
+ * preempts only at a safe point: goroutine code in the main program (not
+ * in any shared object, whether linked or loaded later with dlopen: it
+ * may hold a thread lock, an allocator's or an interpreter's, that the
+ * next goroutine on the thread would block on), never inside the runtime,
  * libc, the dynamic loader, libstdc++, libgcc_s or a sanitizer runtime,
  * not in a syscall bracket, not inside a signal handler or with signals
  * masked beyond the thread's usual mask, and not in a disabled section;
- * otherwise it tries again at the next signal. Every register is saved
+ * otherwise it tries again at the next signal. gmp_config_t's
+ * preempt_objects (or GMP_DEBUG=preemptobjs=) widens or narrows the set
+ * of objects (docs/design.md, "Which code a signal may stop"). A loop in
+ * a shared object that must yield its P calls any gmp_ function now and
+ * then: the 10 ms mark works everywhere. Every register is saved
  * and restored exactly, and errno is carried to the thread the goroutine
  * resumes on. Other thread-local variables are not: code that keeps a
  * thread-local address across a loop should disable preemption.
@@ -657,9 +673,13 @@ GMP_EXTERN int gmp_stats(gmp_stats_t *out);
  *
  * The header gives the state (for a waiting one its wait reason and how
  * long it has waited, to within 11 ms); then the backtrace, by frame
- * pointers, of a waiting goroutine (or of the caller itself),
- * as far as frame pointers allow; then the function it was started with
- * and its argument. Names come from dladdr: functions of an executable
+ * pointers, of a waiting or runnable goroutine (or of the caller itself),
+ * as far as frame pointers allow: for one the preemption signal stopped,
+ * first the instruction it stopped at ("<name> (preempted by signal
+ * here)"), so a goroutine that holds a lock and waits for a thread names
+ * the code that took it. A goroutine running on another thread shows no
+ * backtrace (its stack changes under the reader). Then the function it
+ * was started with and its argument. Names come from dladdr: functions of an executable
  * linked without -rdynamic (CMake: ENABLE_EXPORTS) print as
  * "?? (file+0xoffset)". Nothing is stopped while it runs: a goroutine
  * that changes state meanwhile may be shown half before, half after.

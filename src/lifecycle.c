@@ -59,6 +59,7 @@ struct settings {
     int    schedtrace_ms;
     bool   scheddetail;
     bool   keep_nofile;
+    char   preempt_objects[GMP_PREEMPT_OBJECTS_MAX];
 };
 
 /* A program built against this header keeps its layout with any later
@@ -139,6 +140,27 @@ static long debug_value(const char *key, long def)
     return def;
 }
 
+/* Copies the string value of key in $GMP_DEBUG (up to the next ',') into
+ * buf. Returns whether the key is there with a value that fits. */
+static bool debug_string(const char *key, char *buf, size_t cap)
+{
+    const char *env = getenv("GMP_DEBUG");
+    size_t klen = strlen(key);
+    for (const char *p = env; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1
+                                                          : NULL) {
+        if (strncmp(p, key, klen) != 0 || p[klen] != '=')
+            continue;
+        const char *v = p + klen + 1;
+        size_t len = strcspn(v, ",");
+        if (len >= cap)
+            return false;
+        memcpy(buf, v, len);
+        buf[len] = '\0';
+        return true;
+    }
+    return false;
+}
+
 static int online_cpus(void)
 {
     cpu_set_t set;
@@ -162,6 +184,9 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     if (cfg->procs < 0 || cfg->procs > GMP_MAXPROCS)
         return GMP_EINVAL;
     if (cfg->max_threads < 0)
+        return GMP_EINVAL;
+    if (cfg->preempt_objects &&
+        strlen(cfg->preempt_objects) >= GMP_PREEMPT_OBJECTS_MAX)
         return GMP_EINVAL;
     if (cfg->stack_size != 0 &&
         (cfg->stack_size < MIN_STACK || cfg->stack_size > MAX_STACK))
@@ -188,6 +213,15 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     out->schedtrace_ms = trace > 0 && trace <= 3600000 ? (int)trace : 0;
     out->scheddetail = debug_value("scheddetail", 0) > 0;
     out->keep_nofile = cfg->keep_nofile_limit != 0;
+    /* GMP_DEBUG's list, when it has one, replaces the config's: it may
+     * widen or narrow it. */
+    if (!debug_string("preemptobjs", out->preempt_objects,
+                      sizeof out->preempt_objects)) {
+        size_t n = cfg->preempt_objects ? strlen(cfg->preempt_objects) : 0;
+        if (n)
+            memcpy(out->preempt_objects, cfg->preempt_objects, n);
+        out->preempt_objects[n] = '\0';
+    }
     return 0;
 }
 
@@ -300,7 +334,7 @@ static int runtime_new(const struct settings *set, struct schedt **out)
         free_core(s);
         return err;
     }
-    gmp__preempt_setup(s, set->async_preempt);
+    gmp__preempt_setup(s, set->async_preempt, set->preempt_objects);
     *out = s;
     return 0;
 }

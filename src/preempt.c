@@ -11,19 +11,21 @@
  * (gmp__preemptone). The handler looks at what it interrupted and acts
  * only at a safe point (try_preempt):
  *   - the thread is an M running a G, with a P (not in a syscall bracket),
- *     the P is marked, and the G has not disabled preemption;
+ *     the P is marked, and the G's preemptoff is 0 (it has not disabled
+ *     preemption, is not in a host hook, holds no foreign lock);
  *   - the interrupted stack pointer is on the G's stack (not g0's, not the
  *     signal stack) with room below it for the saved state;
  *   - the signal mask is the thread's usual one (not inside another
  *     signal handler, nor in code that masked signals);
- *   - the interrupted PC is not in the runtime (between gmp__text_begin
- *     and gmp__text_end: the library is partially linked into one object
- *     with those markers first and last, and calls out only through its
- *     GOT, never a PLT stub, cmake/check_text.cmake), nor in libc, the
- *     dynamic loader, the vDSO or the other system libraries listed in
- *     excluded_libs, nor in the program's PLT stubs (exclude_program_plt):
- *     code there may hold a lock the next goroutine on this thread needs
- *     (the runtime reads the clock through the vDSO with locks held);
+ *   - the interrupted PC is in code the policy lets a signal stop: by
+ *     default the main program's, never another shared object's (they
+ *     may hold a thread lock the next goroutine on this thread needs);
+ *     and never the runtime (between gmp__text_begin and gmp__text_end:
+ *     the library is partially linked into one object with those markers
+ *     first and last, and calls out only through its GOT, never a PLT
+ *     stub, cmake/check_text.cmake), the vDSO (the runtime reads the
+ *     clock there with locks held), the system libraries, nor the
+ *     program's PLT stubs. "Where a signal may stop a goroutine" below;
  *   - arm64: no SVE or SME state beyond the SIMD registers is live.
  * Then it rewrites the signal context so that, on return from the
  * handler, the thread enters gmp__asyncpreempt (arch/<arch>/preempt.S)
@@ -93,17 +95,74 @@ GMP_HIDDEN _Noreturn void gmp__asyncpreempt_lost(void);
 GMP_HIDDEN size_t gmp__xsave_size;
 #endif
 
-/* ---- Process-wide state --------------------------------------------------
- * Like the signal disposition it goes with: set while no runtime runs
- * (gmp__preempt_setup, before the handler is installed; the sigaction
- * system call orders it before any delivery), cleared after the handler
- * is removed. The handler only reads it. */
+/* ---- Where a signal may stop a goroutine ------------------------------
+ *
+ * The policy (docs/design.md, "Which code a signal may stop", is its one
+ * description): the handler preempts only at a PC inside an allowed range
+ * and outside every excluded one.
+ *   allowed: the executable segments of the main program (unless the
+ *     setting says "-") and of every shared object whose file name
+ *     contains one of the setting's entries (gmp_config_t.preempt_objects,
+ *     or GMP_DEBUG=preemptobjs=..., a ':'-separated list); with the entry
+ *     "*", every address. Every other object, the ones dlopen loads later
+ *     included, is foreign code that may hold a thread lock.
+ *   excluded, whatever the setting: the runtime's own code, the program's
+ *     PLT stubs (exclude_program_plt), the vDSO, and the system libraries
+ *     of sys_libs (named or not).
+ *
+ * The ranges come from dl_iterate_phdr, which the handler cannot call:
+ * they are built outside it into one of two tables, and the handler reads
+ * the current one. A table is rebuilt when the loader's counters of
+ * objects added and removed (dlpi_adds, dlpi_subs) have moved since the
+ * last build; sysmon looks each time it is about to send the signal
+ * (gmp__preemptone), so an object loaded or unloaded since is accounted
+ * for before the next signal. Until then a stale table can only name a
+ * new object's code neither allowed nor excluded, which in the default
+ * setting means "not here"; see the design page for what "*" risks.
+ *
+ * Two tables, an index and a reader count per table:
+ *   - the handler enters table i = cur: it raises readers[i], then checks
+ *     that cur is still i (else it leaves and tries the new one), reads,
+ *     and lowers readers[i];
+ *   - a builder (one at a time: refreshing) fills table 1 - cur only when
+ *     its readers count is 0, then makes it current.
+ * Entering is a store then a load (readers[i], then cur) and building a
+ * store then a load in the other order (cur at the previous build, then
+ * readers[1 - cur] now): seq_cst on all four, so a handler that raised
+ * the count of the table being rebuilt either was seen by the builder
+ * (which then skips this build and retries at the next signal) or sees
+ * that the table is no longer current and never reads it.
+ */
 
-#define MAX_RANGES 64
-static struct {
+#define MAX_RANGES 128
+
+struct ranges {
     int       n;
     uintptr_t lo[MAX_RANGES], hi[MAX_RANGES];
-} excl;
+};
+
+struct pctable {
+    bool          all;              /* "*": every PC allowed */
+    bool          none;             /* an exclusion did not fit: refuse all */
+    struct ranges allow, excl;
+};
+
+/* Written by a builder while it holds `refreshing` and the table is not
+ * current with no reader in it; read by the handler as described above. */
+static struct pctable tables[2];
+/* seq_cst, every access: see above. */
+static _Atomic int cur_table;
+static _Atomic int table_readers[2];
+/* Taken by a builder (acquire) and released (release) so that builds,
+ * and the builder's state below, follow one another. */
+static atomic_flag refreshing = ATOMIC_FLAG_INIT;
+
+/* The builder's own state, under `refreshing` (or while no runtime runs).
+ * The setting is copied at setup; the program's PLT ranges are read from
+ * its file once, at setup. */
+static char        policy[GMP_PREEMPT_OBJECTS_MAX];
+static struct ranges program_plt;
+static unsigned long long seen_adds, seen_subs;
 
 static pid_t preempt_pid;
 static struct sigaction old_urg;
@@ -111,24 +170,94 @@ static bool urg_installed;
 /* Relaxed everywhere: written only while no runtime thread exists. */
 static _Atomic bool async_on;
 
-/* ---- Where not to stop ------------------------------------------------- */
-
-/* System libraries whose code may hold a lock (malloc's, stdio's, the
+/* System libraries: code that may hold a lock (malloc's, stdio's, the
  * loader's, a sanitizer's) or run with state a switch would break. Matched
- * against the start of the file name. */
-static const char *const excluded_libs[] = {
+ * against the start of the file name. Excluded under every setting; the
+ * list matters only when the setting names them or says "*". */
+static const char *const sys_libs[] = {
     "libc.so", "ld-linux", "ld64.so", "libpthread.so", "libdl.so",
     "librt.so", "libm.so", "libresolv.so", "libgcc_s.so", "libstdc++.so",
     "libatomic.so", "libasan.so", "libtsan.so", "libubsan.so", "liblsan.so",
     "libhwasan.so",
 };
 
-static void excl_add(uintptr_t lo, uintptr_t hi)
+static const char *base_name(const char *name)
 {
-    if (excl.n < MAX_RANGES) {
-        excl.lo[excl.n] = lo;
-        excl.hi[excl.n] = hi;
-        excl.n++;
+    const char *slash = name ? strrchr(name, '/') : NULL;
+    return slash ? slash + 1 : name ? name : "";
+}
+
+static bool is_sys_lib(const char *name)
+{
+    const char *base = base_name(name);
+    for (size_t i = 0; i < sizeof sys_libs / sizeof *sys_libs; i++)
+        if (strncmp(base, sys_libs[i], strlen(sys_libs[i])) == 0)
+            return true;
+    return false;
+}
+
+/* Whether the setting has the entry want exactly. */
+static bool policy_has(const char *want)
+{
+    size_t n = strlen(want);
+    for (const char *p = policy; *p;) {
+        size_t len = strcspn(p, ":");
+        if (len == n && strncmp(p, want, n) == 0)
+            return true;
+        p += len + (p[len] == ':');
+    }
+    return false;
+}
+
+/* Whether an entry of the setting (other than "*" and "-") is part of
+ * the object's file name. */
+static bool policy_names(const char *name)
+{
+    if (!name || !*name)
+        return false;
+    for (const char *p = policy; *p;) {
+        size_t len = strcspn(p, ":");
+        char entry[GMP_PREEMPT_OBJECTS_MAX];
+        memcpy(entry, p, len);
+        entry[len] = '\0';
+        if (len && strcmp(entry, "*") != 0 && strcmp(entry, "-") != 0 &&
+            strstr(name, entry))
+            return true;
+        p += len + (p[len] == ':');
+    }
+    return false;
+}
+
+static void ranges_add(struct ranges *r, uintptr_t lo, uintptr_t hi,
+                       bool *overflow)
+{
+    if (r->n < MAX_RANGES) {
+        r->lo[r->n] = lo;
+        r->hi[r->n] = hi;
+        r->n++;
+    } else if (overflow) {
+        *overflow = true;
+    }
+}
+
+static bool ranges_hit(const struct ranges *r, uintptr_t pc)
+{
+    for (int i = 0; i < r->n; i++)
+        if (pc >= r->lo[i] && pc < r->hi[i])
+            return true;
+    return false;
+}
+
+/* Adds the object's executable segments to r. */
+static void add_code(struct ranges *r, const struct dl_phdr_info *info,
+                     bool *overflow)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+            ranges_add(r, info->dlpi_addr + ph->p_vaddr,
+                       info->dlpi_addr + ph->p_vaddr + ph->p_memsz,
+                       overflow);
     }
 }
 
@@ -155,7 +284,7 @@ static bool is_vdso(const struct dl_phdr_info *info)
  * through its GOT (-fno-plt, CMakeLists.txt), pass through the stub, a
  * few instructions outside every range above. Section headers are not
  * mapped, so they come from the file. Best effort: without /proc the
- * stubs stay unexcluded.
+ * stubs stay unexcluded. Context: setup, no runtime running.
  */
 static void exclude_program_plt(uintptr_t bias)
 {
@@ -189,59 +318,136 @@ static void exclude_program_plt(uintptr_t bias)
         name[n] = 0;
         /* .plt, .plt.sec, .plt.got; .iplt in static programs. */
         if (strncmp(name, ".plt", 4) == 0 || strcmp(name, ".iplt") == 0)
-            excl_add(bias + sh.sh_addr, bias + sh.sh_addr + sh.sh_size);
+            ranges_add(&program_plt, bias + sh.sh_addr,
+                       bias + sh.sh_addr + sh.sh_size, NULL);
     }
     close(fd);
 }
 
+static int program_plt_of(struct dl_phdr_info *info, size_t size,
+                          void *data)
+{
+    (void)size;
+    (void)data;
+    exclude_program_plt(info->dlpi_addr);   /* the first object */
+    return 1;
+}
+
 struct scan_state {
-    bool have_libc;
+    struct pctable *t;
+    bool overflow;                  /* an exclusion did not fit */
     bool program_seen;
+    bool have_libc;
+    unsigned long long adds, subs;
 };
 
 static int scan_object(struct dl_phdr_info *info, size_t size, void *data)
 {
-    (void)size;
     struct scan_state *st = data;
+    struct pctable *t = st->t;
     const char *name = info->dlpi_name;
-    bool hit = is_vdso(info);
-    if (!hit && !st->program_seen) {
-        st->program_seen = true;    /* the first object is the program */
-        exclude_program_plt(info->dlpi_addr);
+    if (!st->program_seen) {        /* the first object is the program */
+        st->program_seen = true;
+        if (size >= offsetof(struct dl_phdr_info, dlpi_subs) +
+                        sizeof info->dlpi_subs) {
+            st->adds = info->dlpi_adds;
+            st->subs = info->dlpi_subs;
+        }
+        if (!policy_has("-"))
+            add_code(&t->allow, info, NULL);
         return 0;
     }
-    if (!hit && (!name || !*name))
+    if (is_vdso(info) || is_sys_lib(name)) {
+        if (strncmp(base_name(name), "libc.so", 7) == 0)
+            st->have_libc = true;
+        add_code(&t->excl, info, &st->overflow);
         return 0;
-    const char *base = name ? strrchr(name, '/') : NULL;
-    base = base ? base + 1 : name ? name : "";
-    for (size_t i = 0; i < sizeof excluded_libs / sizeof *excluded_libs; i++)
-        if (strncmp(base, excluded_libs[i], strlen(excluded_libs[i])) == 0)
-            hit = true;
-    if (!hit)
-        return 0;
-    if (strncmp(base, "libc.so", 7) == 0)
-        st->have_libc = true;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
-            excl_add(info->dlpi_addr + ph->p_vaddr,
-                     info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
     }
+    if (policy_names(name))
+        add_code(&t->allow, info, NULL);
     return 0;
 }
 
-static bool pc_excluded(uintptr_t pc)
+/* Fills t from the objects loaded now. Returns whether libc is one of
+ * them (not linked into the program). Context: a builder, or setup. */
+static bool build(struct pctable *t, struct scan_state *st)
 {
-    for (int i = 0; i < excl.n; i++)
-        if (pc >= excl.lo[i] && pc < excl.hi[i])
-            return true;
-    return false;
+    memset(t, 0, sizeof *t);
+    t->all = policy_has("*");
+    ranges_add(&t->excl, (uintptr_t)gmp__text_begin,
+               (uintptr_t)gmp__text_end, NULL);
+    for (int i = 0; i < program_plt.n; i++)
+        ranges_add(&t->excl, program_plt.lo[i], program_plt.hi[i], NULL);
+    *st = (struct scan_state){.t = t};
+    dl_iterate_phdr(scan_object, st);
+    t->none = st->overflow;         /* an unexcluded system library: no */
+    return st->have_libc;
+}
+
+/* Whether the signal may stop code at pc. Context: signal handler
+ * (async-signal-safe: atomics and reads of the tables only). */
+static bool pc_preemptible(uintptr_t pc)
+{
+    int i;
+    for (;;) {
+        /* seq_cst, both: see the top of this section. */
+        i = atomic_load(&cur_table);
+        atomic_fetch_add(&table_readers[i], 1);
+        if (atomic_load(&cur_table) == i)
+            break;
+        atomic_fetch_sub(&table_readers[i], 1);
+    }
+    const struct pctable *t = &tables[i];
+    bool ok = !t->none && (t->all || ranges_hit(&t->allow, pc)) &&
+              !ranges_hit(&t->excl, pc);
+    /* seq_cst: the builder's load of the count sees the reads done. */
+    atomic_fetch_sub(&table_readers[i], 1);
+    return ok;
+}
+
+static int counters_of(struct dl_phdr_info *info, size_t size, void *data)
+{
+    unsigned long long *c = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) +
+                    sizeof info->dlpi_subs) {
+        c[0] = info->dlpi_adds;
+        c[1] = info->dlpi_subs;
+    }
+    return 1;                       /* the first object is enough */
+}
+
+/* Rebuilds the spare table when objects were loaded or unloaded since the
+ * last build, and makes it current. Skips (to be retried at the next
+ * signal) when another build is under way or a handler is still reading
+ * the spare table. Context: any thread but a signal handler (sysmon,
+ * through gmp__preemptone), no runtime lock held: dl_iterate_phdr takes
+ * the loader's lock. */
+static void refresh(void)
+{
+    /* Acquire: see the declaration of refreshing. */
+    if (atomic_flag_test_and_set_explicit(&refreshing, memory_order_acquire))
+        return;
+    unsigned long long c[2] = {seen_adds, seen_subs};
+    dl_iterate_phdr(counters_of, c);
+    if (c[0] != seen_adds || c[1] != seen_subs) {
+        /* seq_cst, both: see the top of this section. */
+        int spare = 1 - atomic_load(&cur_table);
+        if (atomic_load(&table_readers[spare]) == 0) {
+            struct scan_state st;
+            build(&tables[spare], &st);
+            seen_adds = st.adds;
+            seen_subs = st.subs;
+            atomic_store(&cur_table, spare);
+        }
+    }
+    /* Release: the next builder sees this one's state. */
+    atomic_flag_clear_explicit(&refreshing, memory_order_release);
 }
 
 /* True when a sanitizer's runtime is linked into the program (clang's
- * default) rather than loaded as one of the shared objects above: its
+ * default) rather than loaded as one of the system libraries: its
  * allocator and interceptors hold locks, in code that cannot be told apart
- * from the program's. Context: after the scan. */
+ * from the program's. */
 static bool static_sanitizer(void)
 {
     static const char *const inits[] = {
@@ -250,21 +456,32 @@ static bool static_sanitizer(void)
     };
     for (size_t i = 0; i < sizeof inits / sizeof *inits; i++) {
         void *sym = dlsym(RTLD_DEFAULT, inits[i]);
-        if (sym && !pc_excluded((uintptr_t)sym))
+        Dl_info di;
+        if (sym && (!dladdr(sym, &di) || !is_sys_lib(di.dli_fname)))
             return true;
     }
     return false;
 }
 
-/* Fills excl. Returns false when libc or a sanitizer runtime is linked
- * into the program or into this library statically. */
-static bool scan_excluded(void)
+/* Copies the setting and builds the first table. Returns false when libc
+ * or a sanitizer runtime is linked into the program or into this library
+ * statically. Context: setup, before the handler is installed. */
+static bool scan_setup(const char *objs)
 {
-    excl.n = 0;
-    excl_add((uintptr_t)gmp__text_begin, (uintptr_t)gmp__text_end);
-    struct scan_state st = {false, false};
-    dl_iterate_phdr(scan_object, &st);
-    return st.have_libc && !static_sanitizer();
+    size_t len = objs ? strlen(objs) : 0;
+    if (len >= sizeof policy)
+        len = 0;                    /* lifecycle.c refused it already */
+    memcpy(policy, objs ? objs : "", len);
+    policy[len] = '\0';
+    program_plt.n = 0;
+    dl_iterate_phdr(program_plt_of, NULL);
+    /* seq_cst: no handler runs yet; the sigaction call orders it anyway. */
+    atomic_store(&cur_table, 0);
+    struct scan_state st;
+    bool libc = build(&tables[0], &st);
+    seen_adds = st.adds;
+    seen_subs = st.subs;
+    return libc && !static_sanitizer();
 }
 
 /* ---- Context access ------------------------------------------------------ */
@@ -309,6 +526,9 @@ enum {
     F_X0 = 0, F_NZCV = 31, F_FPSR = 32, F_FPCR = 33, F_Q0 = 34,
     F_PID = 98, F_TID = 99, F_PC = 100, F_SP = 101,
 };
+_Static_assert(GMP_APF_FP == F_X0 + 29 && GMP_APF_PC == F_PC &&
+                   GMP_APF_WORDS == F_SP + 1,
+               "frame.h's GMP_APF_* describe this frame");
 
 /* Signal frame records (the kernel's asm/sigcontext.h, spelled out:
  * older headers lack some of them). */
@@ -465,6 +685,12 @@ static void try_preempt(struct m *mp, ucontext_t *uc)
 {
     struct g *gp = mp->curg;
     struct p *pp = mp->p;
+    /* preemptoff counts every reason the G must not be stopped here:
+     * gmp_preempt_disable, the host's memory hooks (alloc.c), and, once
+     * the hook library exists, each pthread mutex, rwlock or spinlock the
+     * G took through its hooks and holds (it raises the count after the
+     * lock is taken and lowers it before the unlock, as alloc.c does):
+     * code holding such a lock is never stopped by this signal. */
     if (!gp || !pp || gp->preemptoff)
         return;
     /* Relaxed: sysmon's mark is a request. */
@@ -479,7 +705,7 @@ static void try_preempt(struct m *mp, ucontext_t *uc)
     memcpy(&mask, &uc->uc_sigmask, sizeof mask);
     if (mask != mp->sigmask0)
         return;                     /* in a signal handler, or masked */
-    if (pc_excluded(pc)) {
+    if (!pc_preemptible(pc)) {
         gp->asyncrefused++;
         return;
     }
@@ -511,13 +737,20 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     errno = saved_errno;
 }
 
-/* Called by the stub on the G's stack, every register saved. */
+/* Called by the stub on the G's stack, every register saved; frame is
+ * where the stub saved them (frame.h, GMP_APF_*). While the G waits to
+ * run again, g->asyncframe points there, so that gmp_dump can show where
+ * the signal stopped it. */
 void gmp__asyncpreempt2(uint64_t *frame)
 {
-    (void)frame;
     int saved_errno = errno;
     struct m *mp = gmp__getm();
-    gmp__mcall(mp, mp->curg, SW_PREEMPT);
+    struct g *gp = mp->curg;
+    /* Relaxed, both: gmp_dump reads it while gp waits in a run queue, and
+     * checks what it finds against gp's stack (trace.c). */
+    __atomic_store_n(&gp->asyncframe, frame, __ATOMIC_RELAXED);
+    gmp__mcall(mp, gp, SW_PREEMPT);
+    __atomic_store_n(&gp->asyncframe, NULL, __ATOMIC_RELAXED);
     gmp__errno_put(saved_errno);
 #if defined(__aarch64__)
     mp = gmp__getm();               /* maybe another thread now */
@@ -537,7 +770,7 @@ void gmp__asyncpreempt_lost(void)
 /* ---- Setup ---------------------------------------------------------------- */
 
 /* Context: starting a runtime, before any of its threads exist. */
-void gmp__preempt_setup(struct schedt *s, bool async)
+void gmp__preempt_setup(struct schedt *s, bool async, const char *objs)
 {
     s->async_preempt = false;
 #if defined(GMP_TSAN)
@@ -551,7 +784,7 @@ void gmp__preempt_setup(struct schedt *s, bool async)
     if (RUNNING_ON_VALGRIND)
         async = false;
 #endif
-    if (!async || !arch_setup() || !scan_excluded())
+    if (!async || !arch_setup() || !scan_setup(objs))
         return;
     preempt_pid = getpid();
     struct sigaction sa;
@@ -622,6 +855,7 @@ void gmp__preemptone(struct schedt *s, struct p *pp)
     if (!s->async_preempt ||
         atomic_load_explicit(&pp->status, memory_order_relaxed) != P_RUNNING)
         return;                     /* relaxed: a hint; see above */
+    refresh();                      /* objects loaded or unloaded since */
     /* Relaxed: a stale id only sends a signal the handler ignores. */
     int32_t tid = atomic_load_explicit(&pp->tid, memory_order_relaxed);
     if (tid > 0)

@@ -99,7 +99,10 @@ struct g {
     void           *asan_fake;      /* ASan builds: fake stack save slot */
     /* Preemption (preempt.c). All written only on the thread running the
      * G (by its own code or by the signal handler interrupting it). */
-    uint32_t        preemptoff;     /* gmp_preempt_disable depth */
+    uint32_t        preemptoff;     /* no preemption while nonzero:
+                                       gmp_preempt_disable depth, host
+                                       hooks, foreign locks (preempt.c,
+                                       try_preempt) */
     uint32_t        asyncpreempts;  /* times preempted by signal */
     uint32_t        asyncrefused;   /* signals that found its PC in libc,
                                        the loader or the runtime */
@@ -109,6 +112,10 @@ struct g {
      * run it. */
     uint32_t        locked;
     uintptr_t       asyncpc;        /* PC of the last async preemption */
+    /* The registers the preemption stub saved on the G's stack, while
+     * the signal has it stopped (frame.h, GMP_APF_*); NULL otherwise.
+     * Written by the G (relaxed atomic stores), read by gmp_dump. */
+    uint64_t       *asyncframe;
     /* Goroutine-local values and the locked M (key.c), allocated on first
      * gmp_setspecific or gmp_lock_os_thread; freed when fn returns, so a
      * dead G (and a fresh, zeroed one) has NULL. The G's own field:
@@ -459,7 +466,11 @@ GMP_HIDDEN void gmp__errno_put(int e);
 /* ---- preempt.c ---------------------------------------------------------- */
 GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
 GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
-GMP_HIDDEN void gmp__preempt_setup(struct schedt *s, bool async);
+/* Longest gmp_config_t.preempt_objects (and GMP_DEBUG preemptobjs)
+ * accepted, with its NUL. */
+#define GMP_PREEMPT_OBJECTS_MAX 256
+GMP_HIDDEN void gmp__preempt_setup(struct schedt *s, bool async,
+                                   const char *objs);
 GMP_HIDDEN void gmp__preempt_teardown(void);
 GMP_HIDDEN void gmp__preempt_minit(struct m *mp);
 GMP_HIDDEN void gmp__preempt_mexit(struct m *mp);

@@ -368,8 +368,33 @@ static void walk(struct wr *w, uintptr_t fp, uintptr_t lo, uintptr_t hi,
     }
 }
 
-/* The saved context of a G that is not running: its return address and
- * frame pointer (arch/<arch>/frame.h). */
+/* A G the preemption signal stopped: the instruction it was stopped at
+ * and the frame pointer of that moment, from the registers the stub saved
+ * (frame.h, GMP_APF_*). Returns false when gp has no such frame (it
+ * stopped otherwise, or has run since). */
+GMP_UNCHECKED_READS
+static bool walk_async(struct wr *w, struct g *gp, uintptr_t lo,
+                       uintptr_t hi)
+{
+    /* Relaxed: written by the G itself (preempt.c); checked against the
+     * bounds, as sp below. */
+    uintptr_t f = (uintptr_t)__atomic_load_n(&gp->asyncframe,
+                                             __ATOMIC_RELAXED);
+    if (!f || f % sizeof(uint64_t) || f < lo ||
+        f > hi - GMP_APF_WORDS * sizeof(uint64_t))
+        return false;
+    uintptr_t pc = (uintptr_t)((volatile uint64_t *)f)[GMP_APF_PC];
+    uintptr_t fp = (uintptr_t)((volatile uint64_t *)f)[GMP_APF_FP];
+    wputs(w, "\t");
+    wsym(w, pc);
+    wputs(w, " (preempted by signal here)\n");
+    walk(w, fp, lo, hi, 1);
+    return true;
+}
+
+/* The saved context of a G that is not running: where the signal stopped
+ * it, else its context's return address and frame pointer
+ * (arch/<arch>/frame.h). */
 GMP_UNCHECKED_READS
 static void walk_saved(struct wr *w, struct g *gp)
 {
@@ -377,10 +402,14 @@ static void walk_saved(struct wr *w, struct g *gp)
      * which never change. Relaxed for sp: the G may run meanwhile (see
      * the file comment), and sp is checked against the bounds. */
     struct gstack *stk = __atomic_load_n(&gp->stk, __ATOMIC_ACQUIRE);
-    if (!stk)
+    if (!stk) {
+        wputs(w, "\t(not started)\n");
         return;
+    }
     uintptr_t lo = (uintptr_t)stk->lo;
     uintptr_t hi = (uintptr_t)gstack_hi(stk);
+    if (walk_async(w, gp, lo, hi))
+        return;
     uintptr_t sp = (uintptr_t)__atomic_load_n(&gp->ctx.sp, __ATOMIC_RELAXED);
     if (sp < lo || sp > hi - GMP_CTX_FRAME)
         return;
@@ -435,11 +464,15 @@ static void dump_g(struct g *gp, void *arg)
         uintptr_t lo = (uintptr_t)gp->stk->lo;
         walk(w, (uintptr_t)__builtin_frame_address(0), lo,
              (uintptr_t)gstack_hi(gp->stk), 0);
-    } else if (st == G_WAITING) {
+    } else if (st == G_WAITING || st == G_RUNNABLE) {
+        /* A runnable G's context is its last switch-out's (a park, a
+         * yield, a preemption); its status store is relaxed, so nothing
+         * orders these reads but the bounds they are checked against, as
+         * for a G woken while the dump reads it (file comment). */
         walk_saved(w, gp);
-    } else if (st == G_RUNNABLE) {
-        wputs(w, "\t(on a run queue)\n");
     } else {
+        /* Its stack changes under any reader; stopping its thread to read
+         * its registers would make the dump wait on that thread. */
         wputs(w, "\t(running on another thread)\n");
     }
     /* Relaxed: as the other fields, they may belong to the G's next

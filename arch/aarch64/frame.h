@@ -41,6 +41,14 @@
 #define GMP_CTX_FPCR   0xa0
 #define GMP_CTX_FRAME  0xb0
 
+/* The preemption stub's frame (preempt.S), in 8-byte words from the
+ * address the stub passes to gmp__asyncpreempt2 (its sp): the interrupted
+ * x29 and pc, and the words up to the interrupted sp's slot. gmp_dump
+ * reads them for a goroutine the signal stopped (trace.c). */
+#define GMP_APF_FP    29
+#define GMP_APF_PC    100
+#define GMP_APF_WORDS 102
+
 #define GMP_CTX_FPCR_DEFAULT 0
 
 #ifndef __ASSEMBLER__

@@ -29,6 +29,14 @@
 #define GMP_CTX_RET    0x38
 #define GMP_CTX_FRAME  0x40
 
+/* The preemption stub's frame (preempt.S), in 8-byte words from the
+ * address the stub passes to gmp__asyncpreempt2 (its pushed registers):
+ * the interrupted rbp and rip, and the words the two span. gmp_dump reads
+ * them for a goroutine the signal stopped (trace.c). */
+#define GMP_APF_FP    10
+#define GMP_APF_PC    16
+#define GMP_APF_WORDS 17
+
 /* Power-on defaults: all exceptions masked, round to nearest; x87 at
  * extended precision. A new context starts with these. */
 #define GMP_CTX_MXCSR_DEFAULT 0x1f80

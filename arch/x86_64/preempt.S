@@ -52,7 +52,8 @@ gmp__asyncpreempt:
     movl    $-1, %edx
     xsave64 (%rsp)
     cld                             /* the C ABI wants DF clear at a call */
-    movq    %rsp, %rdi              /* unused by x86-64's C part */
+    movq    %rbx, %rdi              /* the pushed registers, for gmp_dump */
+                                    /* (GMP_APF_* in frame.h) */
     call    gmp__asyncpreempt2
     movl    $-1, %eax
     movl    $-1, %edx
