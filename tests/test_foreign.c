@@ -35,16 +35,16 @@
 #include "runtime.h"
 
 /* libgmpt_linked.so (tests/foreign/spin.c). */
-void spin_until(const volatile uint32_t *word, uint32_t from,
-                _Atomic int64_t *rounds, int64_t until);
-void spin_calling(int64_t (*fn)(void), _Atomic int64_t *flag);
-void spin_hold(const volatile uint32_t *word, uint32_t from,
-               _Atomic int64_t *rounds, int64_t until,
-               _Atomic int64_t *inside);
+uint32_t spin_until(const volatile uint32_t *word, _Atomic int64_t *rounds,
+                    int64_t until);
+uint32_t spin_calling(int64_t (*fn)(void), _Atomic int64_t *flag,
+                      const volatile uint32_t *word);
+void spin_hold(const volatile uint32_t *word, _Atomic int64_t *rounds,
+               int64_t until, _Atomic int64_t *inside);
 void spin_touch(void);
 
-typedef void spin_until_fn(const volatile uint32_t *, uint32_t,
-                           _Atomic int64_t *, int64_t);
+typedef uint32_t spin_until_fn(const volatile uint32_t *, _Atomic int64_t *,
+                               int64_t);
 
 static struct schedt *cur_sched(void)
 {
@@ -140,14 +140,14 @@ static void loaded_close(void)
 }
 
 /* The same loop as the objects', in the main program. */
-__attribute__((noinline)) void main_spin_until(const volatile uint32_t *word,
-                                               uint32_t from,
-                                               _Atomic int64_t *rounds,
-                                               int64_t until)
+__attribute__((noinline)) uint32_t main_spin_until(
+    const volatile uint32_t *word, _Atomic int64_t *rounds, int64_t until)
 {
+    uint32_t from = *word;
     while (*word == from &&
            atomic_load_explicit(rounds, memory_order_relaxed) < until)
         ;
+    return *word != from;
 }
 
 /* ---- One loop under the preempter ---------------------------------------- */
@@ -166,15 +166,17 @@ void foreign_loop(void *arg)
 {
     (void)arg;
     struct g *gp = self();
-    uint32_t a0 = async_of(gp), r0 = refused_of(gp);
-    lp.fn(&gp->asyncpreempts, a0, &pe.sent, atomic_load(&pe.sent) + ROUNDS);
-    lp.preempts = async_of(gp) - a0;
+    uint32_t r0 = refused_of(gp);
+    /* Ends at the first stop inside the loop: 1, or 0 after the rounds. */
+    lp.preempts = lp.fn(&gp->asyncpreempts, &pe.sent,
+                        atomic_load(&pe.sent) + ROUNDS);
     lp.refused = refused_of(gp) - r0;
     atomic_fetch_add(&lp.done, 1);
 }
 
 /* Runs fn in a goroutine under the preempter; *refused gets the signals
- * that found it where they may not stop it. Returns how often they did. */
+ * that found the goroutine where they may not stop it. Returns 1 if one
+ * stopped it inside fn's loop, else 0. */
 static int64_t preempts_in(spin_until_fn *fn, int64_t *refused)
 {
     memset(&lp, 0, sizeof lp);
@@ -228,20 +230,16 @@ static bool in_linked(uintptr_t pc)
 
 static struct {
     _Atomic int64_t ready, flag, done;
-    _Atomic int64_t preempts;       /* callers stopped by signal there */
+    _Atomic int64_t preempts;       /* stops by signal in the object */
 } cm;
 
 void foreign_caller(void *arg)
 {
     (void)arg;
     struct g *gp = self();
-    uint32_t a0 = async_of(gp);
     atomic_fetch_add(&cm.ready, 1);
-    spin_calling(gmp_nanotime, &cm.flag);
-    /* The signal may stop it in this function, around the call: only a
-     * stop inside the object counts (the last one, as recorded). */
-    if (async_of(gp) != a0 && in_linked(((volatile struct g *)gp)->asyncpc))
-        atomic_fetch_add(&cm.preempts, 1);
+    atomic_fetch_add(&cm.preempts,
+                     spin_calling(gmp_nanotime, &cm.flag, &gp->asyncpreempts));
     atomic_fetch_add(&cm.done, 1);
 }
 
@@ -442,14 +440,16 @@ static void test_foreign_setting_widens_and_narrows(void **state)
 static struct {
     int procs;
     const char *objs;
-    _Atomic int64_t inside, done;
+    _Atomic int64_t inside;         /* 0, 1 while the holder has the lock
+                                       in spin_hold, then 2 */
+    _Atomic int64_t done;
     _Atomic int stopped;            /* the holder was stopped in spin.c */
     _Atomic(struct g *) holder;
     _Atomic(struct g *) contender[4 * CONTENDERS];
     _Atomic int ncontenders;
 } hg;
 
-static const volatile uint32_t never;   /* stays 0: spin the rounds out */
+static const volatile uint32_t never;   /* never changes: spin it out */
 
 void foreign_contender(void *arg)
 {
@@ -457,6 +457,8 @@ void foreign_contender(void *arg)
     int k = atomic_fetch_add(&hg.ncontenders, 1);
     if (k < 4 * CONTENDERS)
         atomic_store(&hg.contender[k], self());
+    while (atomic_load(&hg.inside) == 0)
+        gmp_yield();                /* until the holder has the lock */
     for (int i = 0; i < 20; i++)
         spin_touch();
     atomic_fetch_add(&hg.done, 1);
@@ -470,7 +472,12 @@ void foreign_holder(void *arg)
         G_CHECK(gmp_go(foreign_contender, NULL) == 0);
     atomic_store(&hg.holder, gp);
     uint32_t a0 = async_of(gp);
-    spin_hold(&never, 0, &pe.sent, atomic_load(&pe.sent) + ROUNDS,
+    /* With the object named it holds the lock for good, unless the
+     * signal stops it there (or a contender between its lock and unlock)
+     * while a contender is about to block: then nothing runs again (the
+     * child ends at the dump). */
+    spin_hold(&never, &pe.sent,
+              hg.objs ? INT64_MAX : atomic_load(&pe.sent) + ROUNDS,
               &hg.inside);
     if (async_of(gp) != a0 &&
         in_linked(((volatile struct g *)gp)->asyncpc))
@@ -483,7 +490,7 @@ void foreign_holder(void *arg)
 static bool holder_stopped_inside(void)
 {
     struct g *gp = atomic_load(&hg.holder);
-    if (!gp || !atomic_load(&hg.inside))
+    if (!gp || atomic_load(&hg.inside) != 1)
         return false;
     if (!in_linked(__atomic_load_n(&gp->asyncpc, __ATOMIC_RELAXED)))
         return false;
@@ -498,28 +505,33 @@ static bool hang_over(void *arg)
            holder_stopped_inside();
 }
 
-/* At procs=1: the holder stopped holding the lock and runnable, and the
- * one goroutine running a contender whose thread sleeps (in
- * pthread_mutex_lock, the only place it can): nothing can change any
- * more. */
+/* At procs=1: the one running goroutine's thread sleeps (in
+ * pthread_mutex_lock, the only place where any of them can), and a
+ * goroutine the signal stopped inside the object waits in a run queue:
+ * the lock's owner (the holder, or a contender stopped between its lock
+ * and unlock), which nothing can run again. */
 static bool hung(void *arg)
 {
     (void)arg;
-    struct g *holder = atomic_load(&hg.holder);
-    if (!holder_stopped_inside() ||
-        atomic_load(&holder->status) != G_RUNNABLE)
-        return false;
-    for (int i = 0; i < atomic_load(&hg.ncontenders) && i < 4 * CONTENDERS;
-         i++) {
-        struct g *gp = atomic_load(&hg.contender[i]);
-        if (!gp || atomic_load(&gp->status) != G_RUNNING)
+    bool blocked = false, stopped = false;
+    int n = atomic_load(&hg.ncontenders);
+    for (int i = -1; i < n && i < 4 * CONTENDERS; i++) {
+        struct g *gp = i < 0 ? atomic_load(&hg.holder)
+                             : atomic_load(&hg.contender[i]);
+        if (!gp)
             continue;
+        uint32_t st = atomic_load(&gp->status);
         struct m *mp = __atomic_load_n(&gp->m, __ATOMIC_RELAXED);
-        if (mp && h_thread_state(__atomic_load_n(&mp->tid,
-                                                 __ATOMIC_RELAXED)) == 'S')
-            return true;
+        if (st == G_RUNNING && mp &&
+            h_thread_state(__atomic_load_n(&mp->tid, __ATOMIC_RELAXED)) ==
+                'S')
+            blocked = true;
+        if (st == G_RUNNABLE &&
+            __atomic_load_n(&gp->asyncframe, __ATOMIC_RELAXED) &&
+            in_linked(__atomic_load_n(&gp->asyncpc, __ATOMIC_RELAXED)))
+            stopped = true;
     }
-    return false;
+    return blocked && stopped;
 }
 
 /* In a child: exit 77 when asynchronous preemption is off, 2 when the
@@ -540,8 +552,21 @@ static void hang_child(void *arg)
     if (gmp_go(foreign_holder, NULL) != 0)
         _exit(1);
     if (hg.objs) {
-        if (h_wait_until(hung, NULL, "the holder stopped, a contender in") != 0)
+        /* Half the deadline: the parent's is the whole. */
+        if (h_wait_until_ns(hung, NULL, "the holder stopped, a contender in",
+                            H_DEADLINE_NS / 2) != 0) {
+            for (int i = -1; i < atomic_load(&hg.ncontenders); i++) {
+                struct g *gp = i < 0 ? atomic_load(&hg.holder)
+                                     : atomic_load(&hg.contender[i]);
+                struct m *mp = gp ? gp->m : NULL;
+                fprintf(stderr, "%s %d: status %d, thread %c\n",
+                        i < 0 ? "holder" : "contender", i,
+                        gp ? (int)atomic_load(&gp->status) : -1,
+                        mp ? h_thread_state(mp->tid) : '-');
+            }
+            gmp_dump(stderr);
             _exit(1);
+        }
         gmp_dump(stdout);
         fflush(stdout);
         _exit(3);
@@ -582,7 +607,7 @@ static void test_foreign_lock_holder_completes_procs_4(void **state)
     hang_at(4);
 }
 
-/* The old policy: the object named. The holder is stopped holding the
+/* The old policy: the object named. A goroutine is stopped holding the
  * lock, and the dump of the hang shows it runnable, stopped in spin.c. */
 static void test_foreign_named_lock_holder_hangs_and_dump_names_it(
     void **state)
@@ -597,29 +622,28 @@ static void test_foreign_named_lock_holder_hangs_and_dump_names_it(
         skip();
     }
     h_child_exited(&res, 3, 1);
-    /* The holder's entry: runnable, its first frame in the object (in
-     * spin_hold, or in the static loop it calls where that is not
-     * inlined: dladdr names that by file), before its start line. */
-    const char *start = strstr(res.out, "started as foreign_holder(");
-    const char *e = NULL;
-    for (const char *p = res.out; p && p < start;
-         p = strstr(p + 1, "goroutine "))
-        e = p;
-    if (!start || !e)
+    /* A runnable entry whose first frame is in the object (spin_hold or
+     * spin_touch, or the static loop, which dladdr names by file). */
+    const char *head = " [runnable]:\n\t";
+    bool found = false;
+    for (const char *p = res.out; !found && (p = strstr(p, head)) != NULL;
+         p++) {
+        const char *frame = p + strlen(head);
+        const char *eol = strchr(frame, '\n');
+        if (!eol)
+            break;
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(eol - frame), frame);
+        if (strstr(line, " (preempted by signal here)") &&
+            (strncmp(line, "spin_", 5) == 0 ||
+             strstr(line, "libgmpt_linked.so+"))) {
+            print_message("lock holder stopped at %s\n", line);
+            found = true;
+        }
+    }
+    if (!found)
         print_error("dump:\n%s\n", res.out);
-    assert_non_null(start);
-    assert_non_null(e);
-    const char *frame = strstr(e, " [runnable]:\n\t");
-    assert_non_null(frame);
-    frame += strlen(" [runnable]:\n\t");
-    const char *eol = strchr(frame, '\n');
-    assert_true(frame < start && eol < start);
-    char line[256];
-    snprintf(line, sizeof line, "%.*s", (int)(eol - frame), frame);
-    print_message("holder stopped at %s\n", line);
-    assert_non_null(strstr(line, " (preempted by signal here)"));
-    assert_true(strncmp(line, "spin_", 5) == 0 ||
-                strstr(line, "libgmpt_linked.so+") != NULL);
+    assert_true(found);
 }
 
 int main(void)
