@@ -537,8 +537,33 @@ GMP_EXTERN int gmp_connect(int fd, const struct sockaddr *addr,
  * for all), GMP_ETIMEDOUT when timeout_ns ran out (a timeout <= 0 other
  * than GMP_FOREVER polls once) or the fd's deadline for one of the
  * directions asked passed, GMP_EBADF if the fd is closed meanwhile by
- * gmp_close, GMP_EINVAL for no events. */
+ * gmp_close, GMP_EINVAL for no events. Before each wait it checks (one
+ * system call) that the file the runtime registered under this number is
+ * still the one open: a library that owns its fd may close it with
+ * close(2) and get the number back for its next connection. */
 GMP_EXTERN int gmp_fd_wait(int fd, int events, int64_t timeout_ns);
+/* Any non-blocking call on fd, made blocking for the goroutine (the
+ * general form of gmp_read and the rest, for calls they do not cover, an
+ * SSL_read for instance, and for hook libraries): registers fd (which
+ * makes it non-blocking), then calls fn(fd, arg) until it returns >= 0 or
+ * fails with an errno other than EAGAIN, EWOULDBLOCK or EINTR; after
+ * EAGAIN it waits until fd is ready for events (GMP_POLLIN, GMP_POLLOUT
+ * or both). Returns fn's result, -errno of its failure, GMP_ETIMEDOUT
+ * once timeout_ns (relative; GMP_FOREVER: none; <= 0: one try) or the
+ * fd's deadline for a direction asked has passed, GMP_EBADF if gmp_close
+ * closed it meanwhile, GMP_EINVAL for no fn or events. A goroutine parks;
+ * a plain thread, and a goroutine inside a signal handler or with
+ * signals blocked (gmp_can_park), waits without switching. An fd the
+ * poller refuses (a regular file) gets fn's EAGAIN back. */
+GMP_EXTERN ssize_t gmp_fd_call(int fd, int events,
+                               ssize_t (*fn)(int fd, void *arg), void *arg,
+                               int64_t timeout_ns);
+/* 1 if the caller is a goroutine that may park now: it holds its P (not
+ * inside gmp_syscall_enter/exit), runs on its own stack, and the thread's
+ * signal mask is the one goroutines run with (so it is not inside a
+ * signal handler, nor in code that blocked signals); else 0. Costs one
+ * system call: ask before a wait, not on every call. */
+GMP_EXTERN int gmp_can_park(void);
 /* poll(2) over n fds that parks the goroutine until one is ready: fills
  * each revents as poll(2) does (any fd, files included) and returns how
  * many are set, 0 when timeout_ns ran out (GMP_FOREVER: no limit; <= 0
@@ -560,6 +585,12 @@ GMP_EXTERN int gmp_fd_set_deadline(int fd, int events, int64_t deadline_ns);
 /* Closes fd: every goroutine or thread parked on it returns GMP_EBADF,
  * the poller forgets it, then close(2). 0 or an error. */
 GMP_EXTERN int gmp_close(int fd);
+/* What gmp_close does but the close(2): for an fd that was closed, or
+ * replaced by dup2, behind the runtime's back (a library that closes its
+ * own fds), or is about to be. Its waiters return GMP_EBADF and the
+ * number is free for a new file. 0 (also for an fd the runtime never
+ * saw), GMP_EPERM with no runtime, GMP_EBADF for fd < 0. */
+GMP_EXTERN int gmp_fd_forget(int fd);
 
 /* ---- Name resolution ----------------------------------------------------- */
 

@@ -44,8 +44,8 @@ static long process_threads(void)
     int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ssize_t n = GMP_LIBC(read)(fd, buf, sizeof buf - 1);
+    GMP_LIBC(close)(fd);
     if (n <= 0)
         return -1;
     buf[n] = '\0';

@@ -19,6 +19,8 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
+#include <string.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -141,8 +143,8 @@ io_call(int mode, int how, try_fn op, const struct io_args *a, size_t want)
 
 static ssize_t try_read(struct gmp__pd *pd, const struct io_args *a)
 {
-    return pd->pollable ? read(a->fd, a->buf, a->n)
-                        : BRACKETED(read(a->fd, a->buf, a->n));
+    return pd->pollable ? GMP_LIBC(read)(a->fd, a->buf, a->n)
+                        : BRACKETED(GMP_LIBC(read)(a->fd, a->buf, a->n));
 }
 
 ssize_t gmp_read(int fd, void *buf, size_t n)
@@ -156,7 +158,7 @@ ssize_t gmp_read(int fd, void *buf, size_t n)
 static ssize_t try_recv(struct gmp__pd *pd, const struct io_args *a)
 {
     (void)pd;
-    return recv(a->fd, a->buf, a->n, a->flags);
+    return GMP_LIBC(recv)(a->fd, a->buf, a->n, a->flags);
 }
 
 /* Whether fd is a stream socket (MSG_WAITALL means something there). */
@@ -202,7 +204,7 @@ ssize_t gmp_recv(int fd, void *buf, size_t n, int flags)
 static ssize_t try_recvfrom(struct gmp__pd *pd, const struct io_args *a)
 {
     (void)pd;
-    return recvfrom(a->fd, a->buf, a->n, a->flags, a->addr, a->alen);
+    return GMP_LIBC(recvfrom)(a->fd, a->buf, a->n, a->flags, a->addr, a->alen);
 }
 
 ssize_t gmp_recvfrom(int fd, void *buf, size_t n, int flags,
@@ -234,8 +236,8 @@ static int iov_total(const struct iovec *iov, int cnt, size_t *total)
 
 static ssize_t try_readv(struct gmp__pd *pd, const struct io_args *a)
 {
-    return pd->pollable ? readv(a->fd, a->iov, a->iovcnt)
-                        : BRACKETED(readv(a->fd, a->iov, a->iovcnt));
+    return pd->pollable ? GMP_LIBC(readv)(a->fd, a->iov, a->iovcnt)
+                        : BRACKETED(GMP_LIBC(readv)(a->fd, a->iov, a->iovcnt));
 }
 
 ssize_t gmp_readv(int fd, const struct iovec *iov, int cnt)
@@ -251,7 +253,7 @@ ssize_t gmp_readv(int fd, const struct iovec *iov, int cnt)
 static ssize_t try_recvmsg(struct gmp__pd *pd, const struct io_args *a)
 {
     (void)pd;
-    return recvmsg(a->fd, a->msg, a->flags);
+    return GMP_LIBC(recvmsg)(a->fd, a->msg, a->flags);
 }
 
 ssize_t gmp_recvmsg(int fd, struct msghdr *msg, int flags)
@@ -269,15 +271,15 @@ ssize_t gmp_recvmsg(int fd, struct msghdr *msg, int flags)
 static ssize_t try_write(struct gmp__pd *pd, const struct io_args *a)
 {
     if (pd->sock)
-        return send(a->fd, a->buf, a->n, MSG_NOSIGNAL);
-    return pd->pollable ? write(a->fd, a->buf, a->n)
-                        : BRACKETED(write(a->fd, a->buf, a->n));
+        return GMP_LIBC(send)(a->fd, a->buf, a->n, MSG_NOSIGNAL);
+    return pd->pollable ? GMP_LIBC(write)(a->fd, a->buf, a->n)
+                        : BRACKETED(GMP_LIBC(write)(a->fd, a->buf, a->n));
 }
 
 static ssize_t try_send(struct gmp__pd *pd, const struct io_args *a)
 {
     (void)pd;
-    return send(a->fd, a->buf, a->n, a->flags | MSG_NOSIGNAL);
+    return GMP_LIBC(send)(a->fd, a->buf, a->n, a->flags | MSG_NOSIGNAL);
 }
 
 /* Takes the fd's write turn: 0, or GMP_EAGAIN when IO_ONCE finds it
@@ -360,7 +362,7 @@ write_one(int how, try_fn op, const struct io_args *a)
 static ssize_t try_sendto(struct gmp__pd *pd, const struct io_args *a)
 {
     (void)pd;
-    return sendto(a->fd, a->buf, a->n, a->flags | MSG_NOSIGNAL, a->addr,
+    return GMP_LIBC(sendto)(a->fd, a->buf, a->n, a->flags | MSG_NOSIGNAL, a->addr,
                   a->slen);
 }
 
@@ -378,7 +380,7 @@ ssize_t gmp_sendto(int fd, const void *buf, size_t n, int flags,
 static ssize_t try_sendmsg(struct gmp__pd *pd, const struct io_args *a)
 {
     (void)pd;
-    return sendmsg(a->fd, a->msg, a->flags | MSG_NOSIGNAL);
+    return GMP_LIBC(sendmsg)(a->fd, a->msg, a->flags | MSG_NOSIGNAL);
 }
 
 ssize_t gmp_sendmsg(int fd, const struct msghdr *msg, int flags)
@@ -396,10 +398,10 @@ static ssize_t try_writev(struct gmp__pd *pd, const struct io_args *a)
     if (pd->sock) {
         struct msghdr m = {.msg_iov = (struct iovec *)a->iov,
                            .msg_iovlen = (size_t)a->iovcnt};
-        return sendmsg(a->fd, &m, MSG_NOSIGNAL);
+        return GMP_LIBC(sendmsg)(a->fd, &m, MSG_NOSIGNAL);
     }
-    return pd->pollable ? writev(a->fd, a->iov, a->iovcnt)
-                        : BRACKETED(writev(a->fd, a->iov, a->iovcnt));
+    return pd->pollable ? GMP_LIBC(writev)(a->fd, a->iov, a->iovcnt)
+                        : BRACKETED(GMP_LIBC(writev)(a->fd, a->iov, a->iovcnt));
 }
 
 /* After a short writev, the rest to write: at most IOV_WINDOW entries
@@ -463,7 +465,7 @@ ssize_t gmp_writev(int fd, const struct iovec *iov, int cnt)
 static ssize_t try_accept(struct gmp__pd *pd, const struct io_args *a)
 {
     (void)pd;
-    ssize_t r = accept4(a->fd, a->addr, a->alen, a->flags);
+    ssize_t r = GMP_LIBC(accept4)(a->fd, a->addr, a->alen, a->flags);
     /* A connection reset before we took it: take the next (Go). */
     if (r < 0 && errno == ECONNABORTED)
         errno = EINTR;
@@ -499,7 +501,7 @@ int gmp_connect(int fd, const struct sockaddr *addr, socklen_t len)
         gmp__pd_exit(pd);
         return GMP_ETIMEDOUT;
     }
-    int r = connect(fd, addr, len) == 0 ? 0 : -errno;
+    int r = GMP_LIBC(connect)(fd, addr, len) == 0 ? 0 : -errno;
     if (r == -EISCONN)
         r = 0;
     /* In progress: wait until writable, then ask the socket. The poller
@@ -562,7 +564,7 @@ int gmp_fd_wait(int fd, int events, int64_t timeout_ns)
         }
         int64_t deadline = fdl && (!until || fdl < until) ? fdl : until;
         struct pollfd pfd = {.fd = fd, .events = (short)events};
-        int n = poll(&pfd, 1, 0);
+        int n = GMP_LIBC(poll)(&pfd, 1, 0);
         if (n < 0 && errno != EINTR) {
             r = -errno;
             break;
@@ -585,7 +587,12 @@ int gmp_fd_wait(int fd, int events, int64_t timeout_ns)
             r = events;             /* a file is always ready */
             break;
         }
-        if ((r = gmp__pd_wait(s, pd, modes, seq, deadline)) != 0)
+        /* A library that waits here on an fd it owns may have closed the
+         * fd the runtime registered and reopened the number: without the
+         * check the wait would never end (gmp_fd_forget tells the
+         * runtime instead). */
+        if ((r = gmp__pd_recheck(s, pd, fd)) != 0 ||
+            (r = gmp__pd_wait(s, pd, modes, seq, deadline)) != 0)
             break;
     }
     gmp__pd_exit(pd);
@@ -634,7 +641,7 @@ static bool can_park(void)
 static int poll_now(struct pollfd *fds, nfds_t n)
 {
     int r;
-    while ((r = poll(fds, n, 0)) < 0 && errno == EINTR)
+    while ((r = GMP_LIBC(poll)(fds, n, 0)) < 0 && errno == EINTR)
         ;
     return r < 0 ? -errno : r;
 }
@@ -653,7 +660,7 @@ static int poll_thread(struct pollfd *fds, nfds_t n, int64_t until)
             ts.tv_nsec = left % 1000000000;
             tp = &ts;
         }
-        int r = ppoll(fds, n, tp, NULL);
+        int r = GMP_LIBC(ppoll)(fds, n, tp, NULL);
         if (r >= 0)
             return r;
         if (errno != EINTR)
@@ -722,12 +729,133 @@ int gmp_poll(struct pollfd *fds, nfds_t n, int64_t timeout_ns)
     return r;
 }
 
+/* gmp_close and gmp_fd_forget: fd's descriptor reset and its waiters
+ * woken, the fd closed or not. An fd the runtime never registered has no
+ * state: it is only closed. */
+static int drop(int fd, bool closefd)
+{
+    struct schedt *s = cur();
+    if (!s)
+        return GMP_EPERM;
+    if (fd < 0)
+        return GMP_EBADF;
+    gmp__preempt_check();
+    struct gmp__pd *pd;
+    int r = gmp__pd_enter_known(s, fd, &pd);
+    if (r == 1)
+        return gmp__pd_close(s, pd, fd, closefd);
+    if (r < 0 || !closefd)
+        return r;
+    return GMP_LIBC(close)(fd) == 0 || errno == EINTR ? 0 : -errno;
+}
+
 int gmp_close(int fd)
 {
+    return drop(fd, true);
+}
+
+int gmp_fd_forget(int fd)
+{
+    return drop(fd, false);
+}
+
+/* ---- Any call on an fd --------------------------------------------------- */
+
+/* Whether the signal mask of the calling thread is the one goroutines run
+ * with (an M's, preempt.c): not inside a signal handler, nor in code
+ * that blocked signals. One system call. */
+static bool usual_mask(struct m *mp)
+{
+    sigset_t set;
+    uint64_t mask;
+    pthread_sigmask(SIG_BLOCK, NULL, &set);
+    memcpy(&mask, &set, sizeof mask);
+    return mask == mp->sigmask0;
+}
+
+/* Whether the caller is a goroutine that holds its P, on its own stack
+ * (not the runtime's g0 stack or a signal stack). */
+static bool on_goroutine(struct m *mp)
+{
+    if (!mp || !mp->curg || !mp->p || !mp->curg->stk)
+        return false;
+    char *sp = __builtin_frame_address(0);
+    struct gstack *st = mp->curg->stk;
+    return sp >= st->lo && sp < gstack_hi(st);
+}
+
+int gmp_can_park(void)
+{
+    struct m *mp = gmp__getm();
+    return on_goroutine(mp) && usual_mask(mp);
+}
+
+ssize_t gmp_fd_call(int fd, int events, ssize_t (*fn)(int fd, void *arg),
+                    void *arg, int64_t timeout_ns)
+{
+    if (!fn || !events || (events & ~(GMP_POLLIN | GMP_POLLOUT)))
+        return GMP_EINVAL;
     struct schedt *s;
     struct gmp__pd *pd;
     int err = enter(fd, &s, &pd);
     if (err)
         return err;
-    return gmp__pd_close(s, pd, fd);
+    bool forever = timeout_ns == GMP_FOREVER;
+    int64_t until = 0;
+    if (timeout_ns > 0)
+        until = gmp__deadline(gmp__nanotime(), timeout_ns);
+    int modes = (events & GMP_POLLIN ? PD_R : 0) |
+                (events & GMP_POLLOUT ? PD_W : 0);
+    /* Whether a goroutine may park here: asked once, at the first wait
+     * (the mask costs a system call). */
+    int park = -1;
+    ssize_t r;
+    for (;;) {
+        uint64_t seq = gmp__pd_seq(pd);
+        int64_t dl = 0;
+        for (int d = PD_R; d <= PD_W; d <<= 1) {
+            int64_t x = modes & d ? gmp__pd_deadline(pd, d) : 0;
+            if (x && (!dl || x < dl))
+                dl = x;
+        }
+        if (until && (!dl || until < dl))
+            dl = until;
+        if (dl && gmp__nanotime() >= dl) {
+            r = GMP_ETIMEDOUT;
+            break;
+        }
+        r = fn(fd, arg);
+        if (r >= 0)
+            break;
+        if (errno == EINTR)
+            continue;
+        if ((errno != EAGAIN && errno != EWOULDBLOCK) || !pd->pollable) {
+            r = -errno;
+            break;
+        }
+        if (!forever && !until) {
+            r = GMP_ETIMEDOUT;      /* timeout 0: one try */
+            break;
+        }
+        struct m *mp = gmp__getm();
+        if (park < 0)
+            park = !on_goroutine(mp) || usual_mask(mp);
+        if (!park) {
+            /* A goroutine inside a signal handler (or with signals
+             * blocked) must not switch: the thread waits in poll(2). */
+            struct pollfd pfd = {.fd = fd, .events = (short)events};
+            int p = poll_thread(&pfd, 1, dl);
+            if (p < 0) {
+                r = p;
+                break;
+            }
+            continue;
+        }
+        if ((err = gmp__pd_wait(s, pd, modes, seq, dl)) != 0) {
+            r = err;
+            break;
+        }
+    }
+    gmp__pd_exit(pd);
+    return r;
 }

@@ -249,7 +249,7 @@ int gmp_key_create(gmp_key_t *key, void (*destructor)(void *))
     if (!key)
         return GMP_EINVAL;
     gmp__preempt_check();
-    pthread_mutex_lock(&reg_mu);
+    GMP_LIBC(pthread_mutex_lock)(&reg_mu);
     for (uint32_t i = 0; i < GMP_KEYS_MAX; i++) {
         /* Relaxed: under reg_mu, which every writer holds. */
         uint32_t seq = atomic_load_explicit(&reg[i].seq, memory_order_relaxed);
@@ -259,11 +259,11 @@ int gmp_key_create(gmp_key_t *key, void (*destructor)(void *))
         /* Release, both: see the file comment (registry order). */
         atomic_store_explicit(&reg[i].dtor, destructor, memory_order_release);
         atomic_store_explicit(&reg[i].seq, seq, memory_order_release);
-        pthread_mutex_unlock(&reg_mu);
+        GMP_LIBC(pthread_mutex_unlock)(&reg_mu);
         *key = (seq << KEY_IDX_BITS) | i;
         return 0;
     }
-    pthread_mutex_unlock(&reg_mu);
+    GMP_LIBC(pthread_mutex_unlock)(&reg_mu);
     return GMP_EAGAIN;
 }
 
@@ -273,10 +273,10 @@ int gmp_key_delete(gmp_key_t key)
     if (!(want & 1))
         return GMP_EINVAL;
     gmp__preempt_check();
-    pthread_mutex_lock(&reg_mu);
+    GMP_LIBC(pthread_mutex_lock)(&reg_mu);
     /* Relaxed: under reg_mu, which every writer holds. */
     if (atomic_load_explicit(&reg[i].seq, memory_order_relaxed) != want) {
-        pthread_mutex_unlock(&reg_mu);
+        GMP_LIBC(pthread_mutex_unlock)(&reg_mu);
         return GMP_EINVAL;
     }
     /* Relaxed, then release: see the file comment (registry order); the
@@ -284,7 +284,7 @@ int gmp_key_delete(gmp_key_t key)
     atomic_store_explicit(&reg[i].seq, (want + 1) & KEY_SEQ_MASK,
                           memory_order_relaxed);
     atomic_store_explicit(&reg[i].dtor, NULL, memory_order_release);
-    pthread_mutex_unlock(&reg_mu);
+    GMP_LIBC(pthread_mutex_unlock)(&reg_mu);
     return 0;
 }
 

@@ -343,10 +343,10 @@ static int runtime_new(const struct settings *set, struct schedt **out)
 static void final_free(struct schedt *s)
 {
     runtime_free(s);
-    pthread_mutex_lock(&lc_mu);
+    GMP_LIBC(pthread_mutex_lock)(&lc_mu);
     lc_draining = false;
     pthread_cond_broadcast(&lc_cv);
-    pthread_mutex_unlock(&lc_mu);
+    GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
 }
 
 /* Called by every M as it leaves its scheduler loop. Context: the M's own
@@ -432,7 +432,7 @@ static bool stop_threads(struct schedt *s, bool abandon_running)
  * lc_mu held. */
 static void lc_enter(void)
 {
-    pthread_mutex_lock(&lc_mu);
+    GMP_LIBC(pthread_mutex_lock)(&lc_mu);
     while (lc_draining)
         pthread_cond_wait(&lc_cv, &lc_mu);
 }
@@ -449,7 +449,7 @@ static int start(const gmp_config_t *cfg, bool main_mode,
     lc_enter();
     /* Relaxed: gmp__sched changes only under lc_mu, which we hold. */
     if (atomic_load_explicit(&gmp__sched, memory_order_relaxed)) {
-        pthread_mutex_unlock(&lc_mu);
+        GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
         return GMP_EBUSY;
     }
     gmp__hooks_set(cfg);            /* before the runtime's first byte */
@@ -459,19 +459,19 @@ static int start(const gmp_config_t *cfg, bool main_mode,
     err = runtime_new(&set, &s);
     if (err) {
         nofile_restore();
-        pthread_mutex_unlock(&lc_mu);
+        GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
         return err;
     }
     err = gmp__sysmon_start(s);
     if (err) {
         runtime_free(s);
-        pthread_mutex_unlock(&lc_mu);
+        GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
         return err;
     }
     s->main_mode = main_mode;
     /* Release: a foreign thread that finds the pointer sees it built. */
     atomic_store_explicit(&gmp__sched, s, memory_order_release);
-    pthread_mutex_unlock(&lc_mu);
+    GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
     *out = s;
     return 0;
 }
@@ -480,12 +480,12 @@ static int start(const gmp_config_t *cfg, bool main_mode,
  * before they can finish (they clear it in final_free). */
 static void unpublish(bool draining)
 {
-    pthread_mutex_lock(&lc_mu);
+    GMP_LIBC(pthread_mutex_lock)(&lc_mu);
     /* Relaxed: under lc_mu; a foreign thread that still read the old
      * pointer is racing a stop, which the API leaves undefined. */
     atomic_store_explicit(&gmp__sched, NULL, memory_order_relaxed);
     lc_draining = draining;
-    pthread_mutex_unlock(&lc_mu);
+    GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
 }
 
 int gmp_init(const gmp_config_t *cfg)
@@ -515,18 +515,18 @@ int gmp_shutdown(void)
     if (gmp__getm())
         return GMP_EPERM;           /* from a goroutine: it would wait on
                                        itself */
-    pthread_mutex_lock(&lc_mu);
+    GMP_LIBC(pthread_mutex_lock)(&lc_mu);
     /* Relaxed, both: gmp__sched changes only under lc_mu, held here;
      * exiting, see struct schedt (a runtime stopping on its own is
      * refused either way: by this flag or by the state lc_mu guards). */
     struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_relaxed);
     if (!s || atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
         lc_stopping || s->main_mode) {
-        pthread_mutex_unlock(&lc_mu);
+        GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
         return GMP_EPERM;
     }
     lc_stopping = true;
-    pthread_mutex_unlock(&lc_mu);
+    GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
 
     /* Relaxed: read by the M that idles the last P, under sched.lock. */
     atomic_store_explicit(&s->shutdown_waiting, 1, memory_order_relaxed);
@@ -540,9 +540,9 @@ int gmp_shutdown(void)
     stop_threads(s, false);
     unpublish(false);
     runtime_free(s);
-    pthread_mutex_lock(&lc_mu);
+    GMP_LIBC(pthread_mutex_lock)(&lc_mu);
     lc_stopping = false;
-    pthread_mutex_unlock(&lc_mu);
+    GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
     return 0;
 }
 

@@ -114,9 +114,9 @@ int gmp__netpoll_init(struct schedt *s)
 void gmp__netpoll_free(struct schedt *s)
 {
     if (s->epfd >= 0)
-        close(s->epfd);
+        GMP_LIBC(close)(s->epfd);
     if (s->evfd >= 0)
-        close(s->evfd);
+        GMP_LIBC(close)(s->evfd);
     s->epfd = s->evfd = -1;
     if (s->pdtab) {
         for (int i = 0; i < PD_TOP; i++)
@@ -138,7 +138,7 @@ void gmp__netpoll_break(struct schedt *s)
                                                  memory_order_relaxed))
         return;
     uint64_t one = 1;
-    while (write(s->evfd, &one, sizeof one) < 0 && errno == EINTR)
+    while (GMP_LIBC(write)(s->evfd, &one, sizeof one) < 0 && errno == EINTR)
         ;                           /* EAGAIN: the counter is full: awake */
 }
 
@@ -184,7 +184,7 @@ static int epwait(struct schedt *s, struct epoll_event *ev, int n,
     else if (delay > 0)             /* rounded up: never wake early */
         ms = delay >= 1000000000000LL ? 1000000
                                       : (int)((delay + 999999) / 1000000);
-    return epoll_wait(s->epfd, ev, n, ms);
+    return GMP_LIBC(epoll_wait)(s->epfd, ev, n, ms);
 }
 
 /* ---- Waking waiters --------------------------------------------------------- */
@@ -271,7 +271,7 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
         if (ev[i].data.ptr == &s->evfd) {
             if (delay != 0) {       /* a blocking poll consumes breaks */
                 uint64_t v;
-                while (read(s->evfd, &v, sizeof v) < 0 && errno == EINTR)
+                while (GMP_LIBC(read)(s->evfd, &v, sizeof v) < 0 && errno == EINTR)
                     ;
                 /* Relaxed: see gmp__netpoll_break. */
                 atomic_store_explicit(&s->netpollWakeSig, 0,
@@ -332,33 +332,50 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
 
 /* ---- Descriptors ---------------------------------------------------------------- */
 
-static struct gmp__pd *pd_lookup(struct schedt *s, int fd)
+/* fd's descriptor; its chunk is made on first use when alloc is set,
+ * else NULL if there is none yet (no fd in it was ever registered). */
+static struct gmp__pd *pd_lookup(struct schedt *s, int fd, bool alloc)
 {
     if (fd < 0 || fd >= PD_TOP * PD_CHUNK)
         return NULL;
     _Atomic(struct gmp__pd *) *slot = &s->pdtab[fd / PD_CHUNK];
     /* Acquire: pairs with the release that published the zeroed chunk. */
     struct gmp__pd *c = atomic_load_explicit(slot, memory_order_acquire);
-    if (!c) {
+    if (!c && alloc) {
         gmp__lock(&s->pdlock);
         /* Relaxed: under the lock every creator holds. */
         c = atomic_load_explicit(slot, memory_order_relaxed);
         if (!c && (c = gmp__alloc(PD_CHUNK * sizeof *c)))
             atomic_store_explicit(slot, c, memory_order_release);
         gmp__unlock(&s->pdlock);
-        if (!c)
-            return NULL;
     }
-    return &c[fd % PD_CHUNK];
+    return c ? &c[fd % PD_CHUNK] : NULL;
+}
+
+/* Counts a call into pd. Acquire on success: pairs with gmp__pd_close's
+ * release of a reset descriptor. A close in progress may already have
+ * freed the number for a new open(2) whose caller is us: wait for it to
+ * finish, then take the descriptor fresh (a call on the old fd then fails
+ * in its system call, EBADF, as it would after any close). */
+static void pd_ref(struct gmp__pd *pd)
+{
+    uint32_t v = atomic_load_explicit(&pd->refs, memory_order_relaxed);
+    do {
+        while (v & PD_CLOSING) {
+            gmp_yield();             /* a G: let the closer's side run */
+            v = atomic_load_explicit(&pd->refs, memory_order_relaxed);
+        }
+    } while (!atomic_compare_exchange_weak_explicit(
+        &pd->refs, &v, v + 1, memory_order_acquire, memory_order_relaxed));
 }
 
 /* First use of the fd: non-blocking, into the epoll set. Context: holds
  * pd->lock. */
 static int pd_register(struct schedt *s, struct gmp__pd *pd, int fd)
 {
-    int fl = fcntl(fd, F_GETFL);
+    int fl = GMP_LIBC(fcntl)(fd, F_GETFL);
     if (fl < 0 || (!(fl & O_NONBLOCK) &&
-                   fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0))
+                   GMP_LIBC(fcntl)(fd, F_SETFL, fl | O_NONBLOCK) < 0))
         return -errno;
     struct stat st;
     pd->sock = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
@@ -391,22 +408,10 @@ int gmp__pd_enter(struct schedt *s, int fd, struct gmp__pd **out)
 {
     if (fd < 0 || fd >= PD_TOP * PD_CHUNK)
         return GMP_EBADF;           /* no such fd can be open */
-    struct gmp__pd *pd = pd_lookup(s, fd);
+    struct gmp__pd *pd = pd_lookup(s, fd, true);
     if (!pd)
         return GMP_ENOMEM;
-    /* Acquire on success: pairs with gmp__pd_close's release of a reset
-     * descriptor. A close in progress may already have freed the number
-     * for a new open(2) whose caller is us: wait for it to finish, then
-     * take the descriptor fresh (a call on the old fd then fails in its
-     * system call, EBADF, as it would after any close). */
-    uint32_t v = atomic_load_explicit(&pd->refs, memory_order_relaxed);
-    do {
-        while (v & PD_CLOSING) {
-            gmp_yield();             /* a G: let the closer's side run */
-            v = atomic_load_explicit(&pd->refs, memory_order_relaxed);
-        }
-    } while (!atomic_compare_exchange_weak_explicit(
-        &pd->refs, &v, v + 1, memory_order_acquire, memory_order_relaxed));
+    pd_ref(pd);
     int err = 0;
     gmp__spin_lock(&pd->lock);
     if (!pd->registered)
@@ -418,6 +423,41 @@ int gmp__pd_enter(struct schedt *s, int fd, struct gmp__pd **out)
     }
     *out = pd;
     return 0;
+}
+
+int gmp__pd_enter_known(struct schedt *s, int fd, struct gmp__pd **out)
+{
+    struct gmp__pd *pd = pd_lookup(s, fd, false);
+    if (!pd)
+        return 0;
+    pd_ref(pd);
+    gmp__spin_lock(&pd->lock);
+    bool reg = pd->registered;
+    gmp__spin_unlock(&pd->lock);
+    if (!reg) {
+        gmp__pd_exit(pd);
+        return 0;
+    }
+    *out = pd;
+    return 1;
+}
+
+int gmp__pd_recheck(struct schedt *s, struct gmp__pd *pd, int fd)
+{
+    struct epoll_event ev = {
+        .events = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+        .data.ptr = pd,
+    };
+    if (!pd->pollable || epoll_ctl(s->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        return 0;
+    if (errno != ENOENT)
+        return -errno;
+    /* Not in the set: the fd we registered was closed behind our back
+     * and this number is a new file. Register that one. */
+    gmp__spin_lock(&pd->lock);
+    int err = pd_register(s, pd, fd);
+    gmp__spin_unlock(&pd->lock);
+    return err;
 }
 
 void gmp__pd_exit(struct gmp__pd *pd)
@@ -614,7 +654,7 @@ static bool close_commit(struct g *gp, void *arg)
     return wait;
 }
 
-int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd)
+int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd, bool closefd)
 {
     /* Acq_rel: one closer wins; the others fail as a closed fd would. */
     uint32_t v = atomic_fetch_or_explicit(&pd->refs, PD_CLOSING,
@@ -647,7 +687,7 @@ int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd)
     int err = 0;
     if (pd->pollable)
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL);
-    if (close(fd) != 0 && errno != EINTR)
+    if (closefd && GMP_LIBC(close)(fd) != 0 && errno != EINTR)
         err = -errno;               /* EINTR: Linux closed it anyway */
     gmp__spin_lock(&pd->lock);
     pd->registered = pd->pollable = pd->sock = false;

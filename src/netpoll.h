@@ -76,6 +76,15 @@ enum { PD_R = 1, PD_W = 2 };
  * epoll set) on first use, with the call counted in refs. 0 or GMP_E*
  * (GMP_EBADF: bad or closing fd). */
 GMP_HIDDEN int gmp__pd_enter(struct schedt *s, int fd, struct gmp__pd **out);
+/* As gmp__pd_enter for an fd the runtime already registered: 1 (entered),
+ * 0 (not registered: nothing entered, nothing registered). */
+GMP_HIDDEN int gmp__pd_enter_known(struct schedt *s, int fd,
+                                   struct gmp__pd **out);
+/* Whether the entered pd's registration still names the file open as fd
+ * (epoll keys a registration by file, and drops it when that file is
+ * closed): if not, fd was closed behind the runtime's back and reopened,
+ * and the new file is registered. One system call. 0 or GMP_E*. */
+GMP_HIDDEN int gmp__pd_recheck(struct schedt *s, struct gmp__pd *pd, int fd);
 /* Ends a call started by gmp__pd_enter. */
 GMP_HIDDEN void gmp__pd_exit(struct gmp__pd *pd);
 /* The descriptor's event counts, taken before each try of a system call
@@ -155,7 +164,9 @@ static inline int64_t gmp__pd_deadline(struct gmp__pd *pd, int mode)
 }
 /* gmp_close's work on an entered pd: wakes every waiter with GMP_EBADF,
  * waits for the other calls to leave, drops the fd from the epoll set,
- * closes it and resets pd. Ends the caller's own call. */
-GMP_HIDDEN int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd);
+ * closes it (if closefd: gmp_fd_forget leaves it open) and resets pd.
+ * Ends the caller's own call. */
+GMP_HIDDEN int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd,
+                             bool closefd);
 
 #endif /* GMP_NETPOLL_H */

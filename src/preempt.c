@@ -293,25 +293,25 @@ static void exclude_program_plt(uintptr_t bias)
         return;
     ElfW(Ehdr) eh;
     ElfW(Shdr) names;
-    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
+    if (GMP_LIBC(pread)(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
         memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
         eh.e_shentsize != sizeof(ElfW(Shdr)) ||
         eh.e_shstrndx == SHN_UNDEF || eh.e_shstrndx >= eh.e_shnum ||
-        pread(fd, &names, sizeof names,
+        GMP_LIBC(pread)(fd, &names, sizeof names,
               (off_t)(eh.e_shoff + eh.e_shstrndx * sizeof names)) !=
             (ssize_t)sizeof names) {
-        close(fd);
+        GMP_LIBC(close)(fd);
         return;
     }
     for (unsigned i = 0; i < eh.e_shnum; i++) {
         ElfW(Shdr) sh;
         char name[16];
-        if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
+        if (GMP_LIBC(pread)(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
             (ssize_t)sizeof sh)
             break;
         if (!(sh.sh_flags & SHF_EXECINSTR) || sh.sh_name >= names.sh_size)
             continue;
-        ssize_t n = pread(fd, name, sizeof name - 1,
+        ssize_t n = GMP_LIBC(pread)(fd, name, sizeof name - 1,
                           (off_t)(names.sh_offset + sh.sh_name));
         if (n <= 0)
             continue;
@@ -321,7 +321,7 @@ static void exclude_program_plt(uintptr_t bias)
             ranges_add(&program_plt, bias + sh.sh_addr,
                        bias + sh.sh_addr + sh.sh_size, NULL);
     }
-    close(fd);
+    GMP_LIBC(close)(fd);
 }
 
 static int program_plt_of(struct dl_phdr_info *info, size_t size,

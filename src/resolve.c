@@ -22,7 +22,7 @@ int gmp_getaddrinfo(const char *node, const char *service,
                     const struct addrinfo *hints, struct addrinfo **res)
 {
     gmp_syscall_enter();
-    int r = getaddrinfo(node, service, hints, res);
+    int r = GMP_LIBC(getaddrinfo)(node, service, hints, res);
     gmp_syscall_exit();             /* carries errno (EAI_SYSTEM) across */
     return r;
 }
@@ -32,7 +32,7 @@ int gmp_getnameinfo(const struct sockaddr *addr, socklen_t addrlen,
                     socklen_t servlen, int flags)
 {
     gmp_syscall_enter();
-    int r = getnameinfo(addr, addrlen, host, hostlen, serv, servlen, flags);
+    int r = GMP_LIBC(getnameinfo)(addr, addrlen, host, hostlen, serv, servlen, flags);
     gmp_syscall_exit();
     return r;
 }

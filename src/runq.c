@@ -211,7 +211,7 @@ bool gmp__runqempty(struct p *pp)
 static void runnext_grace(void)
 {
     struct timespec ts = {0, RUNNEXT_GRACE_NS};
-    nanosleep(&ts, NULL);
+    GMP_LIBC(nanosleep)(&ts, NULL);
 }
 
 /* Copies half of victim's ring into pp's ring, starting at pp's tail, and

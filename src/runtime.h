@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "gmprt.h"
+#include "libc.h"
 #include "context.h"
 #include "lock.h"
 #include "sanitizer.h"

@@ -211,7 +211,7 @@ bool gmp__thread_retry(int err, int tries)
     if (err != EAGAIN || tries + 1 >= THREAD_TRIES)
         return false;
     struct timespec ts = {0, (long)(tries + 1) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    while (GMP_LIBC(nanosleep)(&ts, &ts) != 0 && errno == EINTR)
         ;
     return true;
 }

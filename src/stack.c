@@ -424,7 +424,7 @@ void gmp__stacks_release(struct schedt *s)
         gmp__free(a, sizeof *a);
     }
     if (s->guard_mode != GUARD_UNKNOWN && s->pidfd >= 0)
-        close(s->pidfd);
+        GMP_LIBC(close)(s->pidfd);
     s->guard_mode = GUARD_UNKNOWN;
 }
 

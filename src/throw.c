@@ -14,7 +14,7 @@
 static void put(const char *s, size_t n)
 {
     while (n > 0) {
-        ssize_t w = write(2, s, n);
+        ssize_t w = GMP_LIBC(write)(2, s, n);
         if (w <= 0)
             return;
         s += w;

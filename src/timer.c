@@ -248,7 +248,7 @@ static void thread_sleep_until(int64_t when)
 {
     struct timespec ts = {.tv_sec = when / 1000000000,
                           .tv_nsec = when % 1000000000};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+    while (GMP_LIBC(clock_nanosleep)(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
         ;                           /* EINTR: the deadline stands */
 }
 

@@ -61,7 +61,7 @@ static void put_line(struct wr *w, const char *s)
         if (w->n < sizeof w->line)
             w->line[w->n++] = *s;
         if (*s == '\n' || w->n == sizeof w->line) {
-            ssize_t r = write(STDERR_FILENO, w->line, w->n);
+            ssize_t r = GMP_LIBC(write)(STDERR_FILENO, w->line, w->n);
             (void)r;                /* nowhere to report it */
             w->n = 0;
         }
