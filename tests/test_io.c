@@ -908,6 +908,69 @@ static void test_io_resolver_does_not_hold_the_p(void **state)
     assert_quiet();
 }
 
+/* ---- fds closed behind the runtime's back -------------------------------- */
+
+static _Atomic int64_t fb_done, fb_bad;
+
+static void fb_answer(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    gmp_sleep(MS);                  /* so that the other side waits */
+    if (gmp_write(fd, "r", 1) != 1)
+        atomic_fetch_add(&fb_bad, 1);
+}
+
+/* A library's pattern: it closes its connection's fd with close(2), and
+ * its next connection gets the same number. gmp_fd_wait finds the new
+ * file unregistered and registers it; after gmp_fd_forget, gmp_read
+ * registers it too. Without either, the second wait never ends. */
+static void fb_goroutine(void *arg)
+{
+    bool forget = arg != NULL;
+    int prev = -1;
+    for (int i = 0; i < 10; i++) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+            atomic_fetch_add(&fb_bad, 1000);
+            break;
+        }
+        if (prev >= 0 && sv[0] != prev)
+            atomic_fetch_add(&fb_bad, 1000);    /* the number moved */
+        prev = sv[0];
+        gmp_go(fb_answer, (void *)(intptr_t)sv[1]);
+        char c = 0;
+        if (forget) {
+            if (gmp_read(sv[0], &c, 1) != 1)
+                atomic_fetch_add(&fb_bad, 1);
+        } else if (gmp_fd_wait(sv[0], GMP_POLLIN, 5000 * MS) != GMP_POLLIN ||
+                   read(sv[0], &c, 1) != 1) {
+            atomic_fetch_add(&fb_bad, 1);
+        }
+        close(sv[0]);               /* not gmp_close */
+        if (forget)
+            gmp_fd_forget(sv[0]);
+        gmp_close(sv[1]);
+    }
+    /* Only a wait rechecks: the number's last file, closed with close(2),
+     * is still registered, which would hang a gmp_read on the next. */
+    if (!forget)
+        gmp_fd_forget(prev);
+    atomic_store(&fb_done, 1);
+}
+
+static void test_io_fd_closed_behind_the_runtimes_back(void **state)
+{
+    for (int forget = 0; forget < 2; forget++) {
+        atomic_store(&fb_done, 0);
+        atomic_store(&fb_bad, 0);
+        assert_int_equal(gmp_go(fb_goroutine, (void *)(intptr_t)forget), 0);
+        assert_int_equal(h_wait(&fb_done, 1), 0);
+        assert_int_equal(atomic_load(&fb_bad), 0);
+    }
+    assert_int_equal(gmp_fd_forget(-1), GMP_EBADF);
+    assert_int_equal(gmp_fd_forget(1 << 20), 0);    /* never seen */
+}
+
 int main(void)
 {
     *(void **)&real_gai = dlsym(RTLD_NEXT, "getaddrinfo");
@@ -923,6 +986,7 @@ int main(void)
         cmocka_unit_test(test_io_accept4_flags),
         cmocka_unit_test(test_io_poll_reports_the_one_ready_fd),
         cmocka_unit_test(test_io_deadlines),
+        cmocka_unit_test(test_io_fd_closed_behind_the_runtimes_back),
         cmocka_unit_test(test_io_resolver_does_not_hold_the_p),
     };
     return cmocka_run_group_tests_name("io procs=1", t, h_up_1, h_down)
