@@ -8,21 +8,14 @@
  * with blocking calls that held their Ps it could not run, and the test
  * counts its ticks. Exit 77 (skipped) when redis-server is not found.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
-
 #include "gmprt.h"
+#include "redisd.h"
 
 #define NG 1000
 #define NINCR 20
@@ -93,63 +86,13 @@ static void run(void *arg)
     gmp_wg_wait(&wg);
 }
 
-/* A free loopback port: bind to 0 and read it back. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        return -1;
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static pid_t start_server(void)
-{
-    char p[16];
-    snprintf(p, sizeof p, "%d", port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 1);
-        dup2(null, 2);
-        execlp("redis-server", "redis-server", "--port", p, "--bind",
-               "127.0.0.1", "--save", "", "--appendonly", "no",
-               "--maxclients", "4000", "--loglevel", "warning", (char *)0);
-        _exit(127);
-    }
-    /* Up when it answers PING (plain thread: the C library's calls). */
-    for (int i = 0; i < 500; i++) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return -1;
-        redisContext *c = redisConnect("127.0.0.1", port);
-        redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
-        int up = r != NULL;
-        if (r)
-            freeReplyObject(r);
-        if (c)
-            redisFree(c);
-        if (up)
-            return pid;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-}
-
 int main(void)
 {
-    if (system("command -v redis-server >/dev/null 2>&1") != 0) {
+    if (!redisd_found()) {
         printf("skipped: redis-server not found (Debian: redis-server)\n");
         return 77;
     }
-    port = free_port();
-    pid_t pid = port > 0 ? start_server() : -1;
+    pid_t pid = redisd_start(&port);
     if (pid < 0) {
         fprintf(stderr, "redis-server did not start\n");
         return 1;
@@ -157,8 +100,7 @@ int main(void)
     gmp_config_t cfg = {0};
     cfg.procs = 2;
     int err = gmp_main(run, NULL, &cfg);
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    redisd_stop(pid);
     printf("clients %ld, bad replies %ld, all=%ld (want %d), ticks %ld\n",
            (long)atomic_load(&done), (long)atomic_load(&bad), final_count,
            NG * NINCR, (long)atomic_load(&ticks));
