@@ -1,0 +1,156 @@
+/*
+ * test_curl.c - Debian's libcurl, unmodified, with its easy API from
+ * 1,000 goroutines at procs=2 through the hook library (linked, or
+ * preloaded: ctest runs both), against an HTTP server in the same
+ * process whose accept, read and write are the hooked calls of goroutines
+ * too. With blocking calls that held their Ps, the clients would hold
+ * both Ps and the server could never answer: the program would hang.
+ * Each client checks its status and body; the server counts requests.
+ */
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "gmprt.h"
+
+#define NG 1000
+#define NREQ 3
+
+static int lfd, port;
+static _Atomic long bad, served, ok;
+static gmp_wg_t wg;
+
+/* One connection: a request (until its blank line), one answer naming
+ * the path, then close. */
+static void conn(void *arg)
+{
+    int fd = (int)(long)arg;
+    char req[2048];
+    size_t n = 0;
+    while (n < sizeof req - 1) {
+        ssize_t r = read(fd, req + n, sizeof req - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        req[n] = 0;
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    char path[64] = "";
+    if (sscanf(req, "GET %63s ", path) == 1) {
+        char body[128], head[256];
+        int bl = snprintf(body, sizeof body, "hello %s", path);
+        int hl = snprintf(head, sizeof head,
+                          "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n"
+                          "Connection: close\r\n\r\n", bl);
+        if (write(fd, head, (size_t)hl) == hl &&
+            write(fd, body, (size_t)bl) == bl)
+            atomic_fetch_add(&served, 1);
+    }
+    close(fd);
+}
+
+static void server(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int c = accept(lfd, NULL, NULL);
+        if (c < 0)
+            return;                 /* closed at the end */
+        gmp_go(conn, (void *)(long)c);
+    }
+}
+
+struct body {
+    char buf[128];
+    size_t n;
+};
+
+static size_t on_data(char *p, size_t size, size_t nm, void *arg)
+{
+    struct body *b = arg;
+    size_t len = size * nm;
+    if (b->n + len < sizeof b->buf) {
+        memcpy(b->buf + b->n, p, len);
+        b->n += len;
+        b->buf[b->n] = 0;
+    }
+    return len;
+}
+
+static void client(void *arg)
+{
+    long k = (long)arg;
+    CURL *h = curl_easy_init();
+    for (int i = 0; h && i < NREQ; i++) {
+        char url[128], want[128];
+        snprintf(url, sizeof url, "http://127.0.0.1:%d/c%ld-%d", port, k, i);
+        snprintf(want, sizeof want, "hello /c%ld-%d", k, i);
+        struct body b = {.n = 0};
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+        long code = 0;
+        CURLcode rc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        if (rc != CURLE_OK || code != 200 || strcmp(b.buf, want) != 0) {
+            fprintf(stderr, "client %ld: %s, code %ld, body '%s'\n", k,
+                    curl_easy_strerror(rc), code, b.buf);
+            atomic_fetch_add(&bad, 1);
+        } else {
+            atomic_fetch_add(&ok, 1);
+        }
+    }
+    if (!h)
+        atomic_fetch_add(&bad, 1);
+    curl_easy_cleanup(h);
+    gmp_wg_done(&wg);
+}
+
+static void run(void *arg)
+{
+    (void)arg;
+    gmp_go(server, NULL);
+    gmp_wg_add(&wg, NG);
+    for (long k = 0; k < NG; k++)
+        gmp_go(client, (void *)k);
+    gmp_wg_wait(&wg);
+    shutdown(lfd, SHUT_RDWR);       /* the server's accept returns */
+}
+
+int main(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, len) != 0 ||
+        listen(lfd, 4096) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&a, &len) != 0) {
+        perror("listen");
+        return 1;
+    }
+    port = ntohs(a.sin_port);
+    if (curl_global_init(CURL_GLOBAL_ALL) != 0)
+        return 1;
+    gmp_config_t cfg = {0};
+    cfg.procs = 2;
+    int err = gmp_main(run, NULL, &cfg);
+    curl_global_cleanup();
+    close(lfd);
+    printf("requests ok %ld, bad %ld, served %ld (want %d)\n",
+           (long)atomic_load(&ok), (long)atomic_load(&bad),
+           (long)atomic_load(&served), NG * NREQ);
+    return err == 0 && atomic_load(&bad) == 0 &&
+                   atomic_load(&ok) == NG * NREQ &&
+                   atomic_load(&served) == NG * NREQ
+               ? 0
+               : 1;
+}
