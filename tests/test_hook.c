@@ -26,11 +26,13 @@
 
 enum op {
     OP_READ, OP_RECV, OP_READV, OP_RECVFROM, OP_RECVMSG, OP_POLL, OP_PPOLL,
-    OP_SELECT, OP_EPOLL, OP_ACCEPT, OP_WRITE, OP_COUNT
+    OP_SELECT, OP_PSELECT, OP_EPOLL, OP_EPOLL_PWAIT, OP_ACCEPT, OP_WRITE,
+    OP_WAITPID, OP_COUNT
 };
 static const char *const op_name[] = {
     "read", "recv", "readv", "recvfrom", "recvmsg", "poll", "ppoll",
-    "select", "epoll_wait", "accept", "write",
+    "select", "pselect", "epoll_wait", "epoll_pwait", "accept", "write",
+    "waitpid",
 };
 
 #define BIG (4 << 20)               /* more than a socket pair buffers */
@@ -103,10 +105,36 @@ static void blocker(void *arg)
                 ? 1 : -1;
         break;
     }
-    case OP_EPOLL: {
+    case OP_PSELECT: {
+        fd_set rd;
+        FD_ZERO(&rd);
+        FD_SET(fd, &rd);
+        r = pselect(fd + 1, &rd, NULL, NULL, NULL, NULL) == 1 &&
+                    FD_ISSET(fd, &rd)
+                ? 1 : -1;
+        break;
+    }
+    case OP_EPOLL:
+    case OP_EPOLL_PWAIT: {
         struct epoll_event ev;
-        r = epoll_wait(bk.ep[i], &ev, 1, -1) == 1 && ev.data.fd == fd ? 1
-                                                                    : -1;
+        int n = bk.op == OP_EPOLL
+                    ? epoll_wait(bk.ep[i], &ev, 1, -1)
+                    : epoll_pwait(bk.ep[i], &ev, 1, -1, NULL);
+        r = n == 1 && ev.data.fd == fd ? 1 : -1;
+        break;
+    }
+    case OP_WAITPID: {
+        /* In the system-call bracket: the P goes on after 20 us. The
+         * child waits for the releaser's byte. */
+        pid_t pid = fork();
+        if (pid == 0) {
+            char c;
+            _exit(read(fd, &c, 1) == 1 ? 0 : 1);
+        }
+        int st = 0;
+        r = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+                    WEXITSTATUS(st) == 0
+                ? 1 : -1;
         break;
     }
     case OP_ACCEPT: {
@@ -182,7 +210,7 @@ static void test_hook_blocking_calls_park(void **state)
                     bk.a[i] = sv[0];
                     bk.b[i] = sv[1];
                 }
-                if (op == OP_EPOLL) {
+                if (op == OP_EPOLL || op == OP_EPOLL_PWAIT) {
                     bk.ep[i] = epoll_create1(0);
                     struct epoll_event ev = {.events = EPOLLIN,
                                              .data.fd = bk.a[i]};
@@ -201,7 +229,7 @@ static void test_hook_blocking_calls_park(void **state)
                 close(bk.a[i]);
                 if (bk.b[i] >= 0)
                     close(bk.b[i]);
-                if (op == OP_EPOLL)
+                if (op == OP_EPOLL || op == OP_EPOLL_PWAIT)
                     close(bk.ep[i]);
             }
         }
@@ -632,12 +660,77 @@ static void test_hook_errno_as_libc(void **state)
     assert_int_equal(atomic_load(&er_errno), EBADF);
 }
 
+/* ---- The C library's calls, where no goroutine makes them --------------- */
+
+static _Atomic int64_t pc_fail;
+
+#define PC_CHECK(cond)                                                       \
+    do {                                                                     \
+        if (!(cond) && !atomic_load(&pc_fail))                               \
+            atomic_store(&pc_fail, __LINE__);                                \
+    } while (0)
+
+/* What each hooked call returns on a plain thread, or with no runtime:
+ * the C library's answers, errno included. */
+static void plain_calls(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 1000000};
+    PC_CHECK(usleep(1000) == 0);
+    PC_CHECK(nanosleep(&ts, NULL) == 0);
+    PC_CHECK(clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL) == 0);
+    PC_CHECK(poll(NULL, 0, 1) == 0);
+    struct timeval tv = {0, 1000};
+    PC_CHECK(select(0, NULL, NULL, NULL, &tv) == 0);
+    int ep = epoll_create1(0);
+    struct epoll_event ev;
+    PC_CHECK(ep >= 0 && epoll_wait(ep, &ev, 1, 1) == 0);
+    PC_CHECK(close(ep) == 0);
+    int sv[2];
+    char buf[4];
+    PC_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    PC_CHECK(write(sv[1], "abc", 3) == 3);
+    PC_CHECK(recv(sv[0], buf, 3, MSG_WAITALL) == 3 && !memcmp(buf, "abc", 3));
+    PC_CHECK((fcntl(sv[0], F_GETFL) & O_NONBLOCK) == 0);
+    errno = 0;
+    PC_CHECK(recv(sv[0], buf, 1, MSG_DONTWAIT) == -1 && errno == EAGAIN);
+    PC_CHECK(close(sv[0]) == 0 && close(sv[1]) == 0);
+    errno = 0;
+    PC_CHECK(close(sv[0]) == -1 && errno == EBADF);
+    errno = 0;
+    PC_CHECK(read(sv[0], buf, 1) == -1 && errno == EBADF);
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    PC_CHECK(pthread_mutex_lock(&mu) == 0);
+    PC_CHECK(pthread_mutex_trylock(&mu) == EBUSY);
+    PC_CHECK(pthread_mutex_unlock(&mu) == 0);
+}
+
+static void test_hook_plain_thread_calls(void **state)
+{
+    atomic_store(&pc_fail, 0);
+    struct th t;
+    th_start(&t, plain_calls, NULL);
+    th_join(&t);
+    if (atomic_load(&pc_fail))
+        fail_msg("check at line %d", (int)atomic_load(&pc_fail));
+}
+
+static void test_hook_no_runtime(void **state)
+{
+    assert_int_equal(gmp_procs(), 0);
+    atomic_store(&pc_fail, 0);
+    plain_calls(NULL);
+    if (atomic_load(&pc_fail))
+        fail_msg("check at line %d", (int)atomic_load(&pc_fail));
+}
+
 int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_hook_blocking_calls_park),
         cmocka_unit_test(test_hook_sleeps_park),
         cmocka_unit_test(test_hook_plain_thread_blocks),
+        cmocka_unit_test(test_hook_plain_thread_calls),
         cmocka_unit_test(test_hook_program_nonblocking_mode),
         cmocka_unit_test(test_hook_rcvtimeo),
         cmocka_unit_test(test_hook_close_then_reuse),
@@ -646,7 +739,11 @@ int main(void)
         cmocka_unit_test(test_hook_mutex_holder_not_preempted),
         cmocka_unit_test(test_hook_errno_as_libc),
     };
-    return cmocka_run_group_tests_name("hook procs=1", t, h_up_1, h_down)
+    const struct CMUnitTest none[] = {
+        cmocka_unit_test(test_hook_no_runtime),
+    };
+    return cmocka_run_group_tests_name("hook, no runtime", none, NULL, NULL)
+         + cmocka_run_group_tests_name("hook procs=1", t, h_up_1, h_down)
          + cmocka_run_group_tests_name("hook procs=2", t, h_up_2, h_down)
          + cmocka_run_group_tests_name("hook procs=4", t, h_up_4, h_down);
 }

@@ -181,10 +181,22 @@ static inline void ready(void)
     pthread_once(&once, resolve);
 }
 
+/* Set in a child made by fork: the runtime's threads did not come along,
+ * but its state did (the thread-local M of the forking goroutine among
+ * it), so every hook is the C library's call there. Written by the one
+ * thread of a new child before anything else runs in it. */
+static bool in_child;
+
+static void on_fork_child(void)
+{
+    in_child = true;
+}
+
 /* Hands the runtime the C library's functions before any runtime starts. */
 __attribute__((constructor)) static void hook_init(void)
 {
     ready();
+    pthread_atfork(NULL, NULL, on_fork_child);
     if (gmp__libc_attach(&lc, sizeof lc) != 0) {
         fprintf(stderr, "gmprt_hook: loaded while a runtime runs, or with "
                         "a libgmprt of another version\n");
@@ -349,7 +361,13 @@ typedef ssize_t try_fn(int fd, void *a);
 
 static bool goroutine(void)
 {
-    return gmp_id() != 0;
+    return !in_child && gmp_id() != 0;
+}
+
+/* Whether a runtime runs in this process (not in a forked child). */
+static bool runtime_runs(void)
+{
+    return !in_child && gmp_procs() > 0;
 }
 
 /* Sets errno from a runtime error and returns -1. */
@@ -747,7 +765,7 @@ EXPORT int close(int fd)
 {
     ready();
     fd_clear(fd);
-    if (fd >= 0 && gmp_procs() > 0) {
+    if (fd >= 0 && runtime_runs()) {
         int r = gmp_close(fd);
         if (r != GMP_EPERM)
             return r ? fail(r) : 0;
@@ -769,7 +787,7 @@ static void before_replace(int old, int fd)
 {
     if (old != fd && fd >= 0) {
         fd_clear(fd);
-        if (gmp_procs() > 0)
+        if (runtime_runs())
             gmp_fd_forget(fd);
     }
 }
