@@ -1,44 +1,19 @@
 /*
  * hook.c - libgmprt_hook: the C library's blocking calls, made to park
  * the calling goroutine instead of blocking its thread, so that code
- * written for threads (a Redis client, libcurl, a database driver) runs
- * unmodified on goroutines. Loaded with LD_PRELOAD or linked; either way
- * its definitions come before the C library's, which it reaches with
- * dlsym(RTLD_NEXT). docs/hooks.md is the user's account: what is hooked,
- * what runs in the system-call bracket, what still blocks, and the limits.
+ * written for threads runs unmodified on goroutines. docs/hooks.md is the
+ * account of what each call does, from a goroutine and from a thread, and
+ * of the limits; this file is how.
  *
- * Every hook first asks whether the caller is a goroutine (gmp_id). On a
- * plain thread, or with no runtime, the call is the C library's; the one
- * difference a thread can see is an fd the hooks made non-blocking for a
- * goroutine earlier, which such a call waits on in poll(2) as the
- * blocking call would have. From a goroutine:
- *
- *   - Sockets, and pipes made through the hooks, are registered with the
- *     runtime's poller (non-blocking underneath) and each call goes
- *     through gmp_fd_call: tried, and on EAGAIN the goroutine parks until
- *     the fd is ready, or SO_RCVTIMEO / SO_SNDTIMEO runs out (EAGAIN, as
- *     the kernel says). A goroutine inside a signal handler waits in
- *     poll(2) instead (gmp_fd_call asks gmp_can_park).
- *   - The blocking mode the program asked for is kept here per fd (from
- *     socket, accept4, pipe2, fcntl, ioctl FIONBIO) and is what fcntl
- *     reports; an fd the program made non-blocking is left alone.
- *   - Other fds (files, terminals, fds 0 to 2, whose file may be shared
- *     with other processes) and calls with no non-blocking form
- *     (getaddrinfo, waitpid, flock, ...) run in the system-call bracket,
- *     so that a thread blocked in one hands its P on.
- *   - poll, select, epoll_wait and the sleeps park for their timeout.
- *   - close, dup2 and dup3 tell the runtime (gmp_close, gmp_fd_forget),
- *     so that the next file to get the number starts clean.
- *   - A pthread mutex, rwlock or spinlock taken from a goroutine holds
- *     off preemption and keeps the goroutine on its thread until it is
- *     released (gmp_preempt_disable, gmp_lock_os_thread): a goroutine
- *     stopped holding a lock that the next goroutine on its thread needs
- *     would deadlock them both. Waiting for a taken lock, or on a
- *     condition variable, runs in the bracket.
- *
- * The runtime's own calls of these functions do not come here: it calls
- * the C library through a table that the constructor below fills
- * (src/libc.h).
+ * Each hook resolves the C library's function with dlsym(RTLD_NEXT) on
+ * first use, asks whether the caller is a goroutine (gmp_id: a load of the
+ * thread's M) and otherwise calls it. From a goroutine, an fd call goes
+ * through gmp_fd_call with a try function that makes the one non-blocking
+ * attempt; the hooks keep per fd number what the kernel cannot tell them
+ * (the blocking mode the program asked for, its SO_*TIMEO, whether the
+ * poller has the fd), in chunks made on first use and never freed. The
+ * constructor hands the runtime the C library's functions for its own
+ * calls (src/libc.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
