@@ -101,13 +101,16 @@ static void *next(const char *name)
     return f;
 }
 
-/* pthread_cond_wait and its kin have two versions in glibc; the default
- * one is what a program linked today calls. */
+#if defined(__x86_64__)
+/* pthread_cond_wait and its kin have two versions in glibc on x86-64
+ * (dlsym may give the old one); the default one is what a program linked
+ * today calls. */
 static void *next_v(const char *name, const char *ver)
 {
     void *f = dlvsym(RTLD_NEXT, name, ver);
     return f ? f : next(name);
 }
+#endif
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
