@@ -53,7 +53,9 @@ readelf -d "$so" | grep -q "(SONAME).*\[libgmprt\.so\.$major\]" ||
     fail "SONAME of $so is not libgmprt.so.$major"
 nm -D --defined-only "$so" | awk '{ print $NF }' > "$work/exports"
 n=$(wc -l < "$work/exports")
-bad=$(grep -v '^gmp_[a-z]' "$work/exports" || true)
+# One private entry besides the API: the hook library's (src/libc.h).
+bad=$(grep -v '^gmp_[a-z]' "$work/exports" | grep -vx gmp__libc_attach ||
+      true)
 [ -z "$bad" ] || fail "exports non-public names: $bad"
 grep -qx gmp_runtime_version "$work/exports" ||
     fail "gmp_runtime_version not exported"
@@ -68,9 +70,12 @@ grep -q "^gmprt_DIR:PATH=$libdir/cmake/gmprt\$" "$work/cmake/CMakeCache.txt" ||
     fail "find_package(gmprt) found $(grep '^gmprt_DIR' \
         "$work/cmake/CMakeCache.txt"), not the one in $prefix"
 "$cmake" --build "$work/cmake"
-for t in gmprt gmprt_shared gmprt_static; do
+for t in gmprt gmprt_shared gmprt_static hook; do
     exe=$work/cmake/consumer_$t
-    if [ $t = gmprt_static ]; then
+    if [ $t = hook ]; then
+        needed "$exe" | grep -qx "libgmprt_hook.so.$major" ||
+            fail "$exe does not need libgmprt_hook.so.$major"
+    elif [ $t = gmprt_static ]; then
         ! needed "$exe" | grep -q libgmprt || fail "$exe needs libgmprt.so"
     else
         needed "$exe" | grep -qx "libgmprt.so.$major" ||
@@ -100,6 +105,16 @@ echo "libs: $libs"
 needed "$work/pc_shared" | grep -qx "libgmprt.so.$major" ||
     fail "pc_shared does not need libgmprt.so.$major"
 LD_LIBRARY_PATH="$libdir" "$work/pc_shared" || fail "pc_shared exited $?"
+
+step "pkg-config consumer of the hooks (gmprt-hook)"
+hlibs=$("$pkgconfig" --libs gmprt-hook)
+echo "libs: $hlibs"
+# shellcheck disable=SC2086
+"$cc" -Wall -Wextra -Werror $cflags -o "$work/pc_hook" \
+    "$here/consumer/main.c" $hlibs
+needed "$work/pc_hook" | grep -qx "libgmprt_hook.so.$major" ||
+    fail "pc_hook does not need libgmprt_hook.so.$major"
+LD_LIBRARY_PATH="$libdir" "$work/pc_hook" || fail "pc_hook exited $?"
 
 step "pkg-config --static consumer (libgmprt.a)"
 # -l:libgmprt.a: the archive even though libgmprt.so lies beside it; the
