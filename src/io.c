@@ -531,6 +531,18 @@ int gmp_connect(int fd, const struct sockaddr *addr, socklen_t len)
     return r;
 }
 
+/* The earliest deadline of fd's directions in modes (0: none). */
+static int64_t fd_deadline(struct gmp__pd *pd, int modes)
+{
+    int64_t dl = 0;
+    for (int d = PD_R; d <= PD_W; d <<= 1) {
+        int64_t x = modes & d ? gmp__pd_deadline(pd, d) : 0;
+        if (x && (!dl || x < dl))
+            dl = x;
+    }
+    return dl;
+}
+
 int gmp_fd_wait(int fd, int events, int64_t timeout_ns)
 {
     if (!events || (events & ~(GMP_POLLIN | GMP_POLLOUT)))
@@ -550,14 +562,9 @@ int gmp_fd_wait(int fd, int events, int64_t timeout_ns)
         /* The fd's state now: the poller only reports changes, and a
          * caller may not have drained what it was told about last time. */
         uint64_t seq = gmp__pd_seq(pd);
-        /* The fd's deadline: the earliest of those of the directions
-         * asked for; once passed it fails the wait as it fails a read. */
-        int64_t fdl = 0;
-        for (int d = PD_R; d <= PD_W; d <<= 1) {
-            int64_t x = modes & d ? gmp__pd_deadline(pd, d) : 0;
-            if (x && (!fdl || x < fdl))
-                fdl = x;
-        }
+        /* Once the fd's deadline has passed it fails the wait as it
+         * fails a read. */
+        int64_t fdl = fd_deadline(pd, modes);
         if (fdl && gmp__nanotime() >= fdl) {
             r = GMP_ETIMEDOUT;
             break;
@@ -812,12 +819,7 @@ ssize_t gmp_fd_call(int fd, int events, ssize_t (*fn)(int fd, void *arg),
     ssize_t r;
     for (;;) {
         uint64_t seq = gmp__pd_seq(pd);
-        int64_t dl = 0;
-        for (int d = PD_R; d <= PD_W; d <<= 1) {
-            int64_t x = modes & d ? gmp__pd_deadline(pd, d) : 0;
-            if (x && (!dl || x < dl))
-                dl = x;
-        }
+        int64_t dl = fd_deadline(pd, modes);
         if (until && (!dl || until < dl))
             dl = until;
         if (dl && gmp__nanotime() >= dl) {

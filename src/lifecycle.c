@@ -122,20 +122,29 @@ static void nofile_restore(void)
     atomic_store_explicit(&nofile_raised, 0, memory_order_relaxed);
 }
 
-/* The value of key in $GMP_DEBUG (a comma-separated list of key=value, as
- * Go's GODEBUG), or def when absent or not a number. */
+/* The next value of key in $GMP_DEBUG (a comma-separated list of
+ * key=value, as Go's GODEBUG) from the entry at p on (NULL: the first),
+ * or NULL. The value runs to the next ',' or the end. */
+static const char *debug_next(const char *key, const char *p)
+{
+    size_t klen = strlen(key);
+    if (!p)
+        p = getenv("GMP_DEBUG");
+    for (; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, key, klen) == 0 && p[klen] == '=')
+            return p + klen + 1;
+    return NULL;
+}
+
+/* The first numeric value of key in $GMP_DEBUG, or def. */
 static long debug_value(const char *key, long def)
 {
-    const char *env = getenv("GMP_DEBUG");
-    size_t klen = strlen(key);
-    for (const char *p = env; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1
-                                                          : NULL) {
-        if (strncmp(p, key, klen) != 0 || p[klen] != '=')
-            continue;
+    for (const char *v = debug_next(key, NULL); v;
+         v = debug_next(key, v)) {
         char *end;
-        long v = strtol(p + klen + 1, &end, 10);
-        if (end != p + klen + 1 && (*end == ',' || *end == '\0'))
-            return v;
+        long n = strtol(v, &end, 10);
+        if (end != v && (*end == ',' || *end == '\0'))
+            return n;
     }
     return def;
 }
@@ -144,21 +153,15 @@ static long debug_value(const char *key, long def)
  * buf. Returns whether the key is there with a value that fits. */
 static bool debug_string(const char *key, char *buf, size_t cap)
 {
-    const char *env = getenv("GMP_DEBUG");
-    size_t klen = strlen(key);
-    for (const char *p = env; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1
-                                                          : NULL) {
-        if (strncmp(p, key, klen) != 0 || p[klen] != '=')
-            continue;
-        const char *v = p + klen + 1;
-        size_t len = strcspn(v, ",");
-        if (len >= cap)
-            return false;
-        memcpy(buf, v, len);
-        buf[len] = '\0';
-        return true;
-    }
-    return false;
+    const char *v = debug_next(key, NULL);
+    if (!v)
+        return false;
+    size_t len = strcspn(v, ",");
+    if (len >= cap)
+        return false;
+    memcpy(buf, v, len);
+    buf[len] = '\0';
+    return true;
 }
 
 static int online_cpus(void)
