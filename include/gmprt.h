@@ -322,6 +322,7 @@ GMP_EXTERN void gmp_syscall_exit(void);
 /* A goroutine that runs 10 ms without giving up its P is preempted: at its
  * next runtime call (every gmp_ call checks on entry, except those that
  * only read what no other goroutine changes, gmp_id, gmp_procs,
+ * gmp_should_yield,
  * gmp_chan_cap, gmp_pool_cap, gmp_getspecific, gmp_strerror and the
  * version calls, and the unlocks, which a loop pairs with a lock;
  * gmp_stacks_foreach never switches, for a collector that calls it with
@@ -367,6 +368,13 @@ GMP_EXTERN void gmp_syscall_exit(void);
  * nothing. A preemption that was due meanwhile happens at the enable. */
 GMP_EXTERN void gmp_preempt_disable(void);
 GMP_EXTERN void gmp_preempt_enable(void);
+
+/* 1 if the running goroutine has been asked to give up its P (it has run
+ * its 10 ms), else 0 (and outside a goroutine). A few loads; it never
+ * switches. For a host that runs code the signal does not stop, or under
+ * a lock of its own (an interpreter's): it polls this at its safe points,
+ * and when it says 1, drops its lock and calls gmp_yield. */
+GMP_EXTERN int gmp_should_yield(void);
 
 /* ---- Synchronisation ---------------------------------------------------- */
 

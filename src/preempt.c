@@ -886,3 +886,12 @@ void gmp_preempt_enable(void)
     if (--mp->curg->preemptoff == 0 && mp->p)
         gmp__preempt_point(mp);
 }
+
+int gmp_should_yield(void)
+{
+    struct m *mp = gmp__getm();
+    /* Relaxed: sysmon's mark is a request; a stale read only moves the
+     * caller's yield to its next poll. */
+    return mp && mp->curg && mp->p &&
+           atomic_load_explicit(&mp->p->preempt, memory_order_relaxed) != 0;
+}

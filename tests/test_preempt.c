@@ -754,6 +754,57 @@ static void test_preempt_mixed_stress(void **state)
                   (long long)atomic_load(&ms.calls),
                   (long long)atomic_load(&ms.hogs));
 }
+/* ---- The host's own safe points ----------------------------------------------- */
+
+static _Atomic int64_t sy_started, sy_others, sy_yields, sy_done;
+static int sy_procs;
+
+/* A loop the signal may not stop (preemption by signal is off here) and
+ * that calls nothing that yields: only gmp_should_yield can tell it when
+ * to let the others run. */
+static void sy_spinner(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&sy_started, 1);
+    while (atomic_load(&sy_others) < sy_procs)
+        if (gmp_should_yield()) {
+            atomic_fetch_add(&sy_yields, 1);
+            gmp_yield();
+        }
+    atomic_fetch_add(&sy_done, 1);
+}
+
+static void sy_other(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&sy_others, 1);
+}
+
+static void test_preempt_should_yield_asks_the_host(void **state)
+{
+    assert_int_equal(gmp_should_yield(), 0);    /* not a goroutine */
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        gmp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.procs = procs;
+        cfg.async_preempt_off = 1;
+        assert_int_equal(gmp_init(&cfg), 0);
+        sy_procs = procs;
+        atomic_store(&sy_started, 0);
+        atomic_store(&sy_others, 0);
+        atomic_store(&sy_yields, 0);
+        atomic_store(&sy_done, 0);
+        for (int i = 0; i < procs; i++)
+            assert_int_equal(gmp_go(sy_spinner, NULL), 0);
+        /* The spinners hold every P before the others exist. */
+        assert_int_equal(h_wait(&sy_started, procs), 0);
+        for (int i = 0; i < procs; i++)
+            assert_int_equal(gmp_go(sy_other, NULL), 0);
+        assert_int_equal(h_wait(&sy_done, procs), 0);
+        assert_true(atomic_load(&sy_yields) > 0);
+        assert_int_equal(gmp_shutdown(), 0);
+    }
+}
 
 int main(void)
 {
@@ -771,6 +822,7 @@ int main(void)
     const struct CMUnitTest alone[] = {
         cmocka_unit_test(test_preempt_can_be_switched_off),
         cmocka_unit_test(test_preempt_chains_to_the_host_handler),
+        cmocka_unit_test(test_preempt_should_yield_asks_the_host),
     };
     int fails = 0;
     fails += cmocka_run_group_tests_name("preempt, procs=1", per_procs,
