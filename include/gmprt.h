@@ -147,9 +147,20 @@ typedef struct gmp_config {
      * GMP_DEBUG=preemptobjs=<list> replaces it. docs/design.md has the
      * exact rule. */
     const char *preempt_objects;
+    /* Optional (NULL: none): describes a goroutine in gmp_dump, the
+     * SIGQUIT dump and the deadlock report, after the runtime's lines for
+     * it: a host prints its own traceback (an interpreter's) by calling
+     * put(w, text) as often as it likes. It gets the goroutine's id and
+     * label (gmp_set_label; NULL if none) and hook_ctx. It may run inside
+     * a signal handler or a fatal report while the goroutine runs or
+     * changes: it must only read, must not block, allocate or call gmprt,
+     * and should check what it reads. */
+    void  (*describe)(uint64_t goid, const char *label,
+                      void (*put)(void *w, const char *text), void *w,
+                      void *ctx);
     /* Room for fields later versions add: all-zero means "defaults", so a
      * program built against this header keeps working with a newer library. */
-    void  *reserved_[3];
+    void  *reserved_[2];
 } gmp_config_t;
 
 /* Starts the runtime, runs fn(arg) as the main goroutine on a runtime
@@ -217,6 +228,14 @@ GMP_EXTERN void gmp_yield(void);
 
 /* The current goroutine's id (1, 2, ...); 0 outside a goroutine. */
 GMP_EXTERN uint64_t gmp_id(void);
+
+/* Names the running goroutine in gmp_dump, the SIGQUIT dump, the
+ * deadlock report, schedtrace's detail and gdb's goroutine list, until the
+ * next call or the goroutine's end (NULL: no name). The string is not
+ * copied: it must stay as it is meanwhile. Outside a goroutine it does
+ * nothing. gmp_label returns the running goroutine's (NULL: none). */
+GMP_EXTERN void gmp_set_label(const char *label);
+GMP_EXTERN const char *gmp_label(void);
 
 /* Number of Ps of the running runtime; 0 when none is running. */
 GMP_EXTERN int gmp_procs(void);

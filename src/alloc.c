@@ -52,6 +52,7 @@ void gmp__hooks_set(const gmp_config_t *cfg)
         gmp__hooks.stack_free = cfg->stack_free;
     }
     gmp__hooks.hook_ctx = cfg->hook_ctx;
+    gmp__hooks.describe = cfg->describe;
 }
 
 /* Brackets a call into a host hook. Returns the goroutine that made it,

@@ -226,6 +226,20 @@ int gmp_go(void (*fn)(void *), void *arg)
     return 0;
 }
 
+void gmp_set_label(const char *label)
+{
+    struct m *mp = gmp__getm();
+    /* Relaxed: dumps read it as they read the other fields (trace.c). */
+    if (mp && mp->curg)
+        __atomic_store_n(&mp->curg->label, label, __ATOMIC_RELAXED);
+}
+
+const char *gmp_label(void)
+{
+    struct m *mp = gmp__getm();
+    return mp && mp->curg ? mp->curg->label : NULL;
+}
+
 uint64_t gmp_id(void)
 {
     struct m *mp = gmp__getm();

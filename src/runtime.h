@@ -97,6 +97,8 @@ struct g {
                                        ordering comes from the queues */
     uint32_t        waitreason;
     int64_t         waitsince;      /* sched.coarse_ns when it parked */
+    const char     *label;          /* gmp_set_label's; NULL: none. Read
+                                       by dumps with relaxed atomics */
     void           *asan_fake;      /* ASan builds: fake stack save slot */
     /* Preemption (preempt.c). All written only on the thread running the
      * G (by its own code or by the signal handler interrupting it). */

@@ -1053,6 +1053,10 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
     struct p *pp = mp->p;
     /* Relaxed: informational. */
     atomic_store_explicit(&gp->status, G_DEAD, memory_order_relaxed);
+    /* Relaxed, as dumps read it. Cleared here, not in gmp__newg: only a
+     * goroutine that set one pays. */
+    if (GMP_UNLIKELY(gp->label))
+        __atomic_store_n(&gp->label, NULL, __ATOMIC_RELAXED);
     /* Frames the G left behind stay poisoned; the next G on this stack
      * must not trip over them. */
     GMP_ASAN_UNPOISON(gp->ctx.sp,

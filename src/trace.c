@@ -253,6 +253,25 @@ static void each_g(struct schedt *s, bool locked,
     }
 }
 
+/* A goroutine's label, as ` "label"`, if it has one. Relaxed: as the
+ * other fields (the label's text is the program's, kept while set). */
+static void wlabel(struct wr *w, struct g *gp)
+{
+    const char *label = __atomic_load_n(&gp->label, __ATOMIC_RELAXED);
+    if (label) {
+        wputs(w, " \"");
+        wputs(w, label);
+        wputs(w, "\"");
+    }
+}
+
+/* The describe hook's put: text into the report being written. */
+static void wput_text(void *w, const char *text)
+{
+    if (text)
+        wputs(w, text);
+}
+
 static void detail_g(struct g *gp, void *arg)
 {
     struct wr *w = arg;
@@ -265,6 +284,7 @@ static void detail_g(struct g *gp, void *arg)
     uint32_t why = __atomic_load_n(&gp->waitreason, __ATOMIC_RELAXED);
     wputs(w, "  G");
     wputu(w, __atomic_load_n(&gp->goid, __ATOMIC_RELAXED));
+    wlabel(w, gp);
     wputs(w, ": status=");
     wputs(w, gstatus_name(st));
     if (st == G_WAITING && why < WAIT_NREASONS) {
@@ -445,8 +465,10 @@ static void dump_g(struct g *gp, void *arg)
     /* Relaxed: as in detail_g. */
     uint32_t why = __atomic_load_n(&gp->waitreason, __ATOMIC_RELAXED);
     int64_t since = __atomic_load_n(&gp->waitsince, __ATOMIC_RELAXED);
+    uint64_t goid = __atomic_load_n(&gp->goid, __ATOMIC_RELAXED);
     wputs(w, "goroutine ");
-    wputu(w, __atomic_load_n(&gp->goid, __ATOMIC_RELAXED));
+    wputu(w, goid);
+    wlabel(w, gp);
     wputs(w, " [");
     if (st == G_WAITING) {
         wputs(w, why < WAIT_NREASONS ? gmp__waitreason_names[why]
@@ -481,7 +503,12 @@ static void dump_g(struct g *gp, void *arg)
     wsym(w, (uintptr_t)__atomic_load_n(&gp->fn, __ATOMIC_RELAXED));
     wputs(w, "(");
     wputx(w, (uintptr_t)__atomic_load_n(&gp->arg, __ATOMIC_RELAXED));
-    wputs(w, ")\n\n");
+    wputs(w, ")\n");
+    if (gmp__hooks.describe)
+        gmp__hooks.describe(goid,
+                            __atomic_load_n(&gp->label, __ATOMIC_RELAXED),
+                            wput_text, w, gmp__hooks.hook_ctx);
+    wputs(w, "\n");
 }
 
 /* Context: any; fatal is true in the fatal reports (no locks taken). */

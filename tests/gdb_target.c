@@ -41,6 +41,7 @@ __attribute__((noinline)) void gdb_recv_worker(void *arg)
 {
     (void)arg;
     gdb_recv_goid = gmp_id();
+    gmp_set_label("gdb-recv");
     gmp_wg_done(&started);
     int r = gmp_chan_recv(never, NULL);
     printf("gdb_recv_worker: woke up (%d)\n", r);

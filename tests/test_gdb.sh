@@ -88,7 +88,7 @@ check "no runtime before gmp_main" before-start '^no gmprt runtime running'
 check "main goroutine running, marked" info \
     '^\* +[0-9]+ +running +thread [0-9]+ \(LWP [0-9]+\) +main_goroutine$'
 check "receiver 1 listed" info \
-    '^  [0-9]+ +waiting +chan receive +gdb_recv_worker$'
+    '^  [0-9]+ +waiting +chan receive +gdb_recv_worker "gdb-recv"$'
 check "receiver 2 listed" info \
     '^  [0-9]+ +waiting +chan receive +gdb_recv_worker2$'
 check "sleeper listed" info '^  [0-9]+ +waiting +sleep +gdb_sleeper$'

@@ -723,11 +723,92 @@ static void test_stats_null_is_einval(void **state)
     assert_int_equal(gmp_stats(NULL), GMP_EINVAL);
     gmp_dump(NULL);
 }
+/* ---- Labels and the host's description ------------------------------------ */
+
+static _Atomic int64_t lb_id, lb_ok;
+static gmp_chan_t *lb_ch;
+
+static void lb_describe(uint64_t goid, const char *label,
+                        void (*put)(void *w, const char *text), void *w,
+                        void *ctx)
+{
+    char buf[96];
+    snprintf(buf, sizeof buf, "\thost: goid=%llu label=%s ctx=%s\n",
+             (unsigned long long)goid, label ? label : "-",
+             (const char *)ctx);
+    put(w, buf);
+}
+
+/* gmp_dump shows the labelled goroutine parked: its header, from the
+ * start of a line. */
+static char lb_head[64];
+
+static bool lb_shows(void *arg)
+{
+    (void)arg;
+    char *text = dump_text();
+    const char *p = strstr(text, lb_head);
+    bool ok = p && (p == text || p[-1] == '\n');
+    free(text);
+    return ok;
+}
+
+static void lb_goroutine(void *arg)
+{
+    (void)arg;
+    gmp_set_label("worker-7");
+    atomic_store(&lb_ok, gmp_label() != NULL &&
+                             strcmp(gmp_label(), "worker-7") == 0);
+    atomic_store(&lb_id, (int64_t)gmp_id());
+    int v;
+    gmp_chan_recv(lb_ch, &v);
+}
+
+/* A goroutine's label in its dump header, and the host's own lines for
+ * it (the describe hook) before the blank line that ends its entry. */
+static void test_dump_label_and_host_description(void **state)
+{
+    (void)state;
+    assert_null(gmp_label());
+    gmp_set_label("ignored");           /* not a goroutine: nothing */
+    assert_null(gmp_label());
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        gmp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.procs = procs;
+        cfg.describe = lb_describe;
+        cfg.hook_ctx = "c1";
+        assert_int_equal(gmp_init(&cfg), 0);
+        lb_ch = gmp_chan_make(sizeof(int), 0);
+        atomic_store(&lb_id, 0);
+        assert_int_equal(gmp_go(lb_goroutine, NULL), 0);
+        assert_int_equal(h_wait(&lb_id, 1), 0);
+        assert_true(atomic_load(&lb_ok));
+        unsigned long long id = (unsigned long long)atomic_load(&lb_id);
+        snprintf(lb_head, sizeof lb_head,
+                 "goroutine %llu \"worker-7\" [chan receive", id);
+        assert_int_equal(h_wait_until(lb_shows, NULL, "labelled parked"), 0);
+        char *text = dump_text();
+        const char *e = strstr(text, lb_head);
+        char host[96];
+        snprintf(host, sizeof host,
+                 "\thost: goid=%llu label=worker-7 ctx=c1\n", id);
+        const char *h = strstr(e, host), *end = strstr(e, "\n\n");
+        assert_non_null(h);
+        assert_true(h < end);
+        free(text);
+        int v = 1;
+        assert_int_equal(gmp_chan_send(lb_ch, &v), 0);
+        assert_int_equal(gmp_shutdown(), 0);
+        gmp_chan_free(lb_ch);
+    }
+}
 
 int main(void)
 {
     const struct CMUnitTest none[] = {
         cmocka_unit_test(test_no_runtime_and_bad_input),
+        cmocka_unit_test(test_dump_label_and_host_description),
         cmocka_unit_test(test_schedtrace_lines_parse),
         cmocka_unit_test(test_scheddetail_lists_ps_and_a_parked_goroutine),
         cmocka_unit_test(test_sigquit_dumps_and_exits_2),

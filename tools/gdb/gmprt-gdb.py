@@ -151,10 +151,22 @@ def _frame_layout(arch):
         return _FRAME_FALLBACK[arch]
 
 
+def _label(addr):
+    """A goroutine's label (gmp_set_label) as ' "text"', or ''."""
+    if not addr:
+        return ""
+    try:
+        text = gdb.Value(addr).cast(
+            gdb.lookup_type("char").pointer()).string()[:64]
+    except (gdb.error, gdb.MemoryError, UnicodeDecodeError):
+        return ' (label at 0x%x)' % addr
+    return ' "%s"' % text
+
+
 class _G(object):
     """The fields of one struct g that the commands use."""
     __slots__ = ("addr", "goid", "status", "waitreason", "fn", "m", "sp",
-                 "stk")
+                 "stk", "label")
 
 
 def _gfields():
@@ -186,7 +198,7 @@ def _allgs(s, skip=()):
 
     st_get, st_off = unpacker("status")
     others = [(name,) + unpacker(name)
-              for name in ("goid", "waitreason", "fn", "m", "stk")]
+              for name in ("goid", "waitreason", "fn", "m", "stk", "label")]
     others.append(("sp", struct.Struct(pfmt).unpack_from, spoff))
 
     inf = gdb.selected_inferior()
@@ -331,8 +343,9 @@ on the selected thread."""
             mark = "*" if g.addr == cur else " "
             if g.fn not in syms:
                 syms[g.fn] = _symbolise(g.fn)
-            print("%s %-6d %-9s %-24s %s" % (mark, g.goid, word, where,
-                                             syms[g.fn]))
+            label = _label(g.label)
+            print("%s %-6d %-9s %-24s %s%s" % (mark, g.goid, word, where,
+                                               syms[g.fn], label))
 
 
 # ---- goroutine N cmd ------------------------------------------------------
