@@ -764,8 +764,10 @@ GMP_EXTERN void gmp_dump(FILE *out);
  * have no stack and are not reported. A conservative collector scans
  * [sp, hi) of each as roots, with the thread hooks of gmp_config_t to
  * find the runtime's threads. Nothing is stopped: stacks of goroutines
- * that run meanwhile change under the scan, as with any thread. cb must
- * not call gmprt. Returns how many stacks were reported, GMP_EINVAL (cb
+ * that run meanwhile change under the scan, as with any thread. It takes
+ * no lock, so a collector may call it while other threads are suspended
+ * wherever they were, and from a signal handler. cb must not call
+ * gmprt. Returns how many stacks were reported, GMP_EINVAL (cb
  * NULL), GMP_EPERM (no runtime). Context: any thread.
  */
 GMP_EXTERN int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp,

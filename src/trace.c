@@ -584,7 +584,10 @@ int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp, void *arg),
     struct m *mp = gmp__getm();
     struct stacksctx c = {cb, arg, mp && mp->sched == s ? mp->curg : NULL,
                           0};
-    each_g(s, true, stack_of, &c);
+    /* Unlocked: a collector calls this while it holds other threads
+     * stopped wherever they were, gflock's holder among them maybe;
+     * each_g's unlocked walk is safe against a slab being added. */
+    each_g(s, false, stack_of, &c);
     return c.n;
 }
 

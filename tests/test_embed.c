@@ -28,6 +28,8 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "runtime.h"                /* gflock, for the lock-free walk */
+
 /* ---- Thread hooks ----------------------------------------------------------- */
 
 #define MAX_THREADS 64
@@ -343,6 +345,17 @@ static void start_plain(int procs)
     assert_int_equal(gmp_init(&cfg), 0);
 }
 
+static _Atomic(struct scan *) walk_sc;
+static _Atomic int64_t walk_n, walk_done;
+
+static void walk_thread(void *arg)
+{
+    (void)arg;
+    atomic_store(&walk_n, gmp_stacks_foreach(scan_stack,
+                                             atomic_load(&walk_sc)));
+    atomic_store(&walk_done, 1);
+}
+
 static void test_stacks_foreach_finds_a_parked_value(void **state)
 {
     (void)state;
@@ -358,7 +371,21 @@ static void test_stacks_foreach_finds_a_parked_value(void **state)
                          0);
 
         struct scan sc = {.want = secret_seed * 0x9E3779B97F4A7C15ULL};
-        int n = gmp_stacks_foreach(scan_stack, &sc);
+        /* As a collector would, with a thread stopped holding the
+         * runtime's goroutine-list lock: the walk takes no lock. */
+        struct schedt *s =
+            atomic_load_explicit(&gmp__sched, memory_order_acquire);
+        gmp__lock(&s->gflock);
+        atomic_store(&walk_sc, &sc);
+        atomic_store(&walk_n, -1);
+        atomic_store(&walk_done, 0);
+        struct th t;
+        th_start(&t, walk_thread, NULL);
+        int walked = h_wait(&walk_done, 1);
+        gmp__unlock(&s->gflock);
+        th_join(&t);
+        assert_int_equal(walked, 0);
+        int n = (int)atomic_load(&walk_n);
         assert_int_equal(n, sc.stacks);
         assert_true(n >= 1);
         assert_int_equal(sc.bad, 0);
