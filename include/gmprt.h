@@ -341,7 +341,7 @@ GMP_EXTERN void gmp_syscall_exit(void);
 /* A goroutine that runs 10 ms without giving up its P is preempted: at its
  * next runtime call (every gmp_ call checks on entry, except those that
  * only read what no other goroutine changes, gmp_id, gmp_procs,
- * gmp_should_yield,
+ * gmp_should_yield, gmp_label, gmp_stack_bounds,
  * gmp_chan_cap, gmp_pool_cap, gmp_getspecific, gmp_strerror and the
  * version calls, and the unlocks, which a loop pairs with a lock;
  * gmp_stacks_foreach never switches, for a collector that calls it with
@@ -770,6 +770,20 @@ GMP_EXTERN void gmp_dump(FILE *out);
  * gmprt. Returns how many stacks were reported, GMP_EINVAL (cb
  * NULL), GMP_EPERM (no runtime). Context: any thread.
  */
+/*
+ * The bounds [*lo, *hi) of the stack the calling thread runs on at this
+ * moment: the running goroutine's (its usable part, above the guard),
+ * or, on a runtime thread outside any goroutine, the thread's own stack
+ * or its signal stack. For a collector that stops the world from signal
+ * handlers: each thread's handler, running on whatever stack the thread
+ * was on, learns the range to scan. Async-signal-safe: it reads the
+ * thread's own records and takes no lock. 0; GMP_EINVAL for NULL
+ * arguments; GMP_EPERM on a thread that is not the runtime's (a plain
+ * thread knows its own stack); GMP_EAGAIN on a stack the runtime does
+ * not know (one the program switched to itself).
+ */
+GMP_EXTERN int gmp_stack_bounds(void **lo, void **hi);
+
 GMP_EXTERN int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp,
                                              void *arg),
                                   void *arg);

@@ -151,6 +151,8 @@ struct m {
     pthread_t   thread;
     int32_t     tid;                /* kernel thread id (preempt signals) */
     uint64_t    sigmask0;           /* first 64 signals of its usual mask */
+    char       *g0lo, *g0hi;        /* the thread's own stack (mstart);
+                                       NULL when unknown */
     void       *altstack;           /* sigaltstack for overflow reports */
     size_t      altstack_size;
     stack_t     oldss;              /* the thread's previous one */

@@ -157,6 +157,17 @@ static void *mstart(void *arg)
     struct m *mp = arg;
     gmp__thread_started();
     gmp__setm(mp);
+    /* The thread's stack, for gmp_stack_bounds. */
+    pthread_attr_t at;
+    if (pthread_getattr_np(pthread_self(), &at) == 0) {
+        void *base;
+        size_t size;
+        if (pthread_attr_getstack(&at, &base, &size) == 0) {
+            mp->g0lo = base;
+            mp->g0hi = (char *)base + size;
+        }
+        pthread_attr_destroy(&at);
+    }
     gmp__altstack_setup(mp);        /* without it overflows die unreported */
     gmp__preempt_minit(mp);
     mp->g0_tsan_fiber = GMP_TSAN_CURRENT();

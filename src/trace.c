@@ -573,6 +573,37 @@ static void stack_of(struct g *gp, void *arg)
     c->n++;
 }
 
+/* Whether p lies in [lo, hi): the stack's bounds into *lo and *hi. */
+static bool stack_has(char *p, char *lo, char *hi, void **olo, void **ohi)
+{
+    if (!lo || p < lo || p >= hi)
+        return false;
+    *olo = lo;
+    *ohi = hi;
+    return true;
+}
+
+int gmp_stack_bounds(void **lo, void **hi)
+{
+    if (!lo || !hi)
+        return GMP_EINVAL;
+    struct m *mp = gmp__getm();
+    if (!mp)
+        return GMP_EPERM;
+    /* Only this thread changes curg and its G's stack record, and a
+     * switch moves the stack pointer in one instruction: whichever stack
+     * this frame is on, curg's or the thread's, says so. */
+    char *sp = __builtin_frame_address(0);
+    struct g *gp = mp->curg;
+    struct gstack *st = gp ? gp->stk : NULL;
+    if ((st && stack_has(sp, st->lo, gstack_hi(st), lo, hi)) ||
+        stack_has(sp, mp->g0lo, mp->g0hi, lo, hi) ||
+        stack_has(sp, mp->altstack, (char *)mp->altstack + mp->altstack_size,
+                  lo, hi))
+        return 0;
+    return GMP_EAGAIN;
+}
+
 int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp, void *arg),
                        void *arg)
 {

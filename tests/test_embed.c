@@ -537,6 +537,87 @@ static void test_hooks_are_not_preempted(void **state)
     }
 }
 
+/* ---- gmp_stack_bounds ------------------------------------------------------ */
+
+#define SB_GS 16
+
+static _Atomic int64_t sb_done, sb_bad;
+static void *_Atomic sb_sig_lo, *_Atomic sb_sig_hi;
+
+/* A handler installed without SA_ONSTACK runs on the stack the thread was
+ * on: the goroutine's, as a collector's suspend handler would. */
+static void sb_handler(int sig)
+{
+    (void)sig;
+    void *lo = NULL, *hi = NULL;
+    char here;
+    if (gmp_stack_bounds(&lo, &hi) != 0 || &here < (char *)lo ||
+        &here >= (char *)hi)
+        atomic_fetch_add(&sb_bad, 1);
+    atomic_store(&sb_sig_lo, lo);
+    atomic_store(&sb_sig_hi, hi);
+}
+
+static void sb_goroutine(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20; i++) {
+        void *lo = NULL, *hi = NULL;
+        char here;
+        /* Bounds around this frame, a goroutine stack's size: the
+         * default slot less its guard (an eighth). */
+        if (gmp_stack_bounds(&lo, &hi) != 0 || &here < (char *)lo ||
+            &here >= (char *)hi ||
+            (size_t)((char *)hi - (char *)lo) > 128 * 1024 ||
+            (size_t)((char *)hi - (char *)lo) < 96 * 1024)
+            atomic_fetch_add(&sb_bad, 1);
+        /* Only one goroutine at a time sends itself the signal: the
+         * handler's record is shared. */
+        static gmp_mutex_t mu;
+        gmp_mutex_lock(&mu);
+        atomic_store(&sb_sig_lo, NULL);
+        pthread_kill(pthread_self(), SIGUSR1);
+        if (atomic_load(&sb_sig_lo) != lo || atomic_load(&sb_sig_hi) != hi)
+            atomic_fetch_add(&sb_bad, 1);
+        gmp_mutex_unlock(&mu);
+        gmp_yield();                /* maybe to another thread */
+    }
+    atomic_fetch_add(&sb_done, 1);
+}
+
+static void sb_plain(void *arg)
+{
+    void *lo, *hi;
+    *(int *)arg = gmp_stack_bounds(&lo, &hi);
+}
+
+static void test_stack_bounds_of_the_running_stack(void **state)
+{
+    (void)state;
+    struct sigaction sa = {.sa_handler = sb_handler}, old;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    void *lo, *hi;
+    assert_int_equal(gmp_stack_bounds(NULL, &hi), GMP_EINVAL);
+    assert_int_equal(gmp_stack_bounds(&lo, &hi), GMP_EPERM);
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        start_plain(procs);
+        atomic_store(&sb_done, 0);
+        atomic_store(&sb_bad, 0);
+        for (int i = 0; i < SB_GS; i++)
+            assert_int_equal(gmp_go(sb_goroutine, NULL), 0);
+        assert_int_equal(h_wait(&sb_done, SB_GS), 0);
+        assert_int_equal(atomic_load(&sb_bad), 0);
+        int r = 0;
+        struct th t;
+        th_start(&t, sb_plain, &r);
+        th_join(&t);
+        assert_int_equal(r, GMP_EPERM);
+        assert_int_equal(gmp_shutdown(), 0);
+    }
+    assert_int_equal(sigaction(SIGUSR1, &old, NULL), 0);
+}
+
 static void test_stacks_foreach_bad_input(void **state)
 {
     (void)state;
@@ -550,6 +631,7 @@ int main(void)
 {
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_stacks_foreach_bad_input),
+        cmocka_unit_test(test_stack_bounds_of_the_running_stack),
         cmocka_unit_test(test_hooks_balance_and_memory_returns),
         cmocka_unit_test(test_hooks_do_not_outlive_their_runtime),
         cmocka_unit_test(test_stacks_foreach_finds_a_parked_value),
