@@ -124,10 +124,19 @@ typedef struct gmp_config {
      *     runtime may mprotect/madvise (guard pages, which it removes
      *     again before stack_free); it is committed as it is touched only
      *     if the host's memory is.
-     *   The memory hooks run on the thread that needs the memory, which
-     *   may be a goroutine's, sometimes with a runtime lock held: they
-     *   must not call gmprt, and the goroutine is not preempted inside
-     *   them (so a hook may take its own locks). */
+     *   The memory hooks run on the thread that needs the memory: a
+     *   goroutine (gmp_go's records, channels, keys, a large select), a
+     *   runtime thread on its own stack outside any goroutine (the
+     *   scheduler: a stack chunk's record, timer heaps, wait records),
+     *   the monitor thread, or a plain thread calling gmprt; sometimes
+     *   with one of the runtime's spin locks held. They must not call
+     *   gmprt nor wait for anything a goroutine does, and a goroutine is
+     *   not preempted inside them (so a hook may take its own locks).
+     *   Every record of the runtime that holds the program's pointers
+     *   (goroutine records with gmp_go's argument, channel buffers,
+     *   timers) comes from mem_alloc: a collector that serves it with
+     *   memory it scans but never frees on its own (libgc:
+     *   GC_MALLOC_UNCOLLECTABLE) sees those pointers as roots. */
     void  (*thread_start)(void *ctx);
     void  (*thread_stop)(void *ctx);
     void *(*mem_alloc)(size_t size, void *ctx);
