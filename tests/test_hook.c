@@ -43,7 +43,7 @@ static struct {
     int a[MAXP], b[MAXP];           /* socket pairs (a: the blocker's) */
     int ep[MAXP];
     struct sockaddr_in addr[MAXP];
-    _Atomic int64_t entered, done, bad, released;
+    _Atomic int64_t entered, done, bad, released, rdone;
     char *big;
 } bk;
 
@@ -184,6 +184,9 @@ static void releaser(void *arg)
             atomic_fetch_add(&bk.bad, 1);
         }
     }
+    /* The round's fds close only after this: a releaser left running
+     * would read the next round's. */
+    atomic_store(&bk.rdone, 1);
 }
 
 static void test_hook_blocking_calls_park(void **state)
@@ -199,6 +202,7 @@ static void test_hook_blocking_calls_park(void **state)
             atomic_store(&bk.done, 0);
             atomic_store(&bk.bad, 0);
             atomic_store(&bk.released, 0);
+            atomic_store(&bk.rdone, 0);
             for (int i = 0; i < np; i++) {
                 if (op == OP_ACCEPT) {
                     bk.a[i] = listener(&bk.addr[i]);
@@ -224,6 +228,7 @@ static void test_hook_blocking_calls_park(void **state)
             if (h_wait(&bk.done, np) != 0)
                 fail_msg("%s: blockers kept their Ps (released=%d)",
                          op_name[op], (int)atomic_load(&bk.released));
+            assert_int_equal(h_wait(&bk.rdone, 1), 0);
             assert_int_equal(atomic_load(&bk.bad), 0);
             for (int i = 0; i < np; i++) {
                 close(bk.a[i]);
