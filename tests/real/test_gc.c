@@ -16,9 +16,6 @@
  *   - every runtime thread a goroutine runs on is registered with libgc;
  *   - no crash and no hang (gmp_main returns; ctest's TIMEOUT is the
  *     backstop);
- *   - the glue's fallback scan (below), used alone, keeps the lists too,
- *     and a collection that finds the helper asleep inside its walk takes
- *     the fallback and the helper serves the next one;
  *   - the check can fail: with goroutine stacks left out of the roots, in
  *     a forked child, the collector takes lists their goroutines still
  *     hold, and the links say so.
@@ -51,27 +48,11 @@
  *   every such mapping and pushes the small ones (under two goroutine
  *   stacks: not a chunk of stacks) whole.
  *
- *   The lock (a runtime bug, reported with this test): gmp_stacks_foreach
- *   takes the runtime's gflock, which an M holds for a moment when a
- *   goroutine starts (gfget_slow) or exits (gfput) and its P's cache of
- *   descriptors is empty or full. The world is stopped when the push
- *   runs, so an M stopped inside that moment keeps the lock until the
- *   collection ends, and a collector that calls gmp_stacks_foreach from
- *   the push waits for ever (seen: 4 goroutines spawning 200 at a time
- *   beside a GC_gcollect loop hung within two minutes, with one M stopped
- *   in newg and the collector in gmp_stacks_foreach's lock). The glue
- *   therefore calls it on a helper thread that libgc does not know, so
- *   that the stop does not stop it, and waits until the helper has either
- *   finished or sleeps inside the call: inside it the only sleep is on
- *   gflock, which with every runtime thread stopped nobody can release.
- *   Then the glue falls back to scanning every stack mapping from the
- *   table whole, through process_vm_readv into a buffer (the mappings
- *   hold guard pages, which a direct read would fault on, and a copy is a
- *   valid root while the world is stopped). Slow (tens of ms) and rare,
- *   so two tests force it: one scans only that way, the other puts the
- *   helper to sleep inside its walk for the length of each collection, as
- *   a stopped holder of gflock would (which cannot be arranged on
- *   purpose).
+ *   The walk. The push runs with the world stopped: a thread may be
+ *   stopped anywhere, inside the runtime too. gmp_stacks_foreach takes no
+ *   lock, so the push calls it directly (with the lock it once took, an M
+ *   stopped while holding it hung the collection: 4 goroutines spawning
+ *   200 at a time beside a GC_gcollect loop hung within two minutes).
  *
  *   Preemption. The push callback and GC_call_with_alloc_lock's function
  *   are this program's code run with libgc's allocation lock held (and
@@ -99,9 +80,7 @@
 
 #include <gc/gc.h>
 #include <gc/gc_mark.h>
-#include <semaphore.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 
 #define STACK_SIZE  ((size_t)128 * 1024)
 
@@ -119,14 +98,11 @@ __attribute__((used)) const char *__asan_default_options(void)
 /* ---- The glue: threads, stacks and roots ------------------------------- */
 
 enum glue_mode {
-    GLUE_NORMAL,        /* gmp_stacks_foreach on the helper, else fallback */
-    GLUE_FALLBACK,      /* always the whole-mapping scan */
-    GLUE_SKIP,          /* no goroutine stack is a root (the failing case) */
+    GLUE_NORMAL,        /* every goroutine stack is a root */
+    GLUE_SKIP,          /* none is (the failing case) */
 };
 
 #define REGIONS_MAX 4096        /* stack mappings alive at once */
-#define RANGES_MAX  8192        /* goroutine stacks per walk */
-#define COPY_PAGES  256         /* pages per process_vm_readv */
 
 struct region {
     /* Written by the stack hooks on any thread, read by the collector with
@@ -151,29 +127,8 @@ static struct {
 
     struct region region[REGIONS_MAX];
 
-    /* The helper thread. want: the walk the collector asks for (written
-     * only by the collector, under libgc's lock); done: the last walk the
-     * helper finished; inside: the helper is in gmp_stacks_foreach. */
-    pthread_t helper;
-    sem_t req;                      /* a walk is wanted */
-    char helper_stat[64];           /* /proc/self/task/<tid>/stat */
-    _Atomic int helper_ready;
-    _Atomic uint64_t want, done;
-    _Atomic int inside;
-    /* A test's stand-in for a stopped gflock holder: the next walk sleeps
-     * inside (on unblock) until the test posts it. */
-    _Atomic int block_next;
-    sem_t unblock;
-    int nranges, rc;                /* the helper's, read after done */
-    struct { char *sp, *hi; } *ranges;
-
-    /* Fallback: a buffer and a remote vector for process_vm_readv, mapped
-     * so that they are no root themselves. */
-    char *copybuf;
-    struct iovec *remote;
-
     /* Counters, for the messages: relaxed, read after the runs. */
-    _Atomic int64_t walks, fallbacks, helper_blocked, copied_bytes;
+    _Atomic int64_t walks;
     _Atomic int64_t register_failed;
 } glue;
 
@@ -256,48 +211,10 @@ static void on_stack_free(void *p, size_t size, void *ctx)
     munmap(p, size);
 }
 
-/* Pushes a copy of [lo, hi) (page-aligned), page by page, skipping pages
- * that cannot be read (guards, unmapped). Context: the collector, libgc's
- * lock held, the world stopped. */
-static void push_copy(char *lo, char *hi)
-{
-    size_t page = (size_t)glue.page;
-    pid_t self = getpid();
-    for (char *p = lo; p < hi;) {
-        size_t n = (size_t)(hi - p) / page;
-        if (n > COPY_PAGES)
-            n = COPY_PAGES;
-        for (size_t k = 0; k < n; k++) {
-            glue.remote[k].iov_base = p + k * page;
-            glue.remote[k].iov_len = page;
-        }
-        struct iovec local = {glue.copybuf, n * page};
-        /* Partial transfers stop at a whole remote element: at the first
-         * page that cannot be read. */
-        ssize_t got = process_vm_readv(self, &local, 1, glue.remote,
-                                       (unsigned long)n, 0);
-        if (got < 0) {
-            if (errno != EFAULT) {
-                /* Without the copy the collection would be unsound. */
-                fprintf(stderr, "test_gc: process_vm_readv: %s\n",
-                        strerror(errno));
-                abort();
-            }
-            got = 0;
-        }
-        if (got > 0)
-            GC_push_all_eager(glue.copybuf, glue.copybuf + got);
-        /* Relaxed: a counter. */
-        atomic_fetch_add_explicit(&glue.copied_bytes, got,
-                                  memory_order_relaxed);
-        p += (size_t)got;
-        if ((size_t)got < n * page)
-            p += page;                  /* the page that failed */
-    }
-}
-
-/* Pushes every stack mapping, or only the small ones (signal stacks). */
-static void push_regions(bool small_only)
+/* Pushes the small stack mappings whole: the Ms' signal stacks, which
+ * have no guard page. Context: the collector, libgc's lock held, the
+ * world stopped. */
+static void push_signal_stacks(void)
 {
     for (int i = 0; i < REGIONS_MAX; i++) {
         /* Acquire: pairs with on_stack_alloc's release of base. */
@@ -308,103 +225,22 @@ static void push_regions(bool small_only)
         /* Relaxed: published by base (see struct region). */
         size_t size = atomic_load_explicit(&glue.region[i].size,
                                            memory_order_relaxed);
-        if (small_only && size >= 2 * STACK_SIZE)
-            continue;
-        push_copy((char *)base, (char *)base + size);
+        if (size < 2 * STACK_SIZE)
+            GC_push_all_eager((char *)base, (char *)base + size);
     }
 }
 
-static void range_cb(void *lo, void *hi, void *sp, void *arg)
+/* gmp_stacks_foreach's callback: [sp, hi) of a goroutine stack, or from
+ * this frame for the collector's own goroutine (reported as running,
+ * sp = lo): what it holds lies above here, and its registers libgc has
+ * pushed itself. */
+static void push_stack(void *lo, void *hi, void *sp, void *arg)
 {
     (void)lo;
-    (void)arg;
-    if (glue.nranges < RANGES_MAX) {
-        glue.ranges[glue.nranges].sp = sp;
-        glue.ranges[glue.nranges].hi = hi;
-    }
-    glue.nranges++;
-}
-
-static void *helper_main(void *arg)
-{
-    (void)arg;
-    snprintf(glue.helper_stat, sizeof glue.helper_stat,
-             "/proc/self/task/%d/stat", (int)gettid());
-    /* Release: the collector reads helper_stat after it sees this. */
-    atomic_store_explicit(&glue.helper_ready, 1, memory_order_release);
-    for (;;) {
-        while (sem_wait(&glue.req) != 0)
-            ;                           /* EINTR */
-        /* Acquire: pairs with the collector's release of want (nothing
-         * else to see; kept symmetrical with done). */
-        uint64_t g = atomic_load_explicit(&glue.want, memory_order_acquire);
-        if (g == atomic_load_explicit(&glue.done, memory_order_relaxed))
-            continue;                   /* a request already served */
-        glue.nranges = 0;
-        /* seq_cst: the collector reads inside, then the thread's state;
-         * inside must be set before the lock can put us to sleep. */
-        atomic_store(&glue.inside, 1);
-        /* seq_cst: a plain flag, set and taken once per test round. */
-        if (atomic_exchange(&glue.block_next, 0))
-            while (sem_wait(&glue.unblock) != 0)
-                ;                       /* EINTR */
-        glue.rc = gmp_stacks_foreach(range_cb, NULL);
-        atomic_store(&glue.inside, 0);
-        /* Release: the collector that sees done == g (acquire) sees rc
-         * and the ranges. */
-        atomic_store_explicit(&glue.done, g, memory_order_release);
-    }
-    return NULL;
-}
-
-/* Whether the helper thread sleeps now ('S' in its /proc stat). No stdio:
- * a stopped thread may hold malloc's lock. */
-static bool helper_sleeping(void)
-{
-    char buf[512];
-    int fd = open(glue.helper_stat, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && p[2] == 'S';
-}
-
-/* Has the helper walk the goroutines. True with the walk in glue.ranges;
- * false when the helper sleeps inside gmp_stacks_foreach (on gflock, held
- * by a stopped thread). Context: the collector, libgc's lock held. */
-static bool helper_walk(void)
-{
-    /* Relaxed load: only this function writes want, under libgc's lock. */
-    uint64_t g = atomic_load_explicit(&glue.want, memory_order_relaxed) + 1;
-    /* Release: see helper_main. */
-    atomic_store_explicit(&glue.want, g, memory_order_release);
-    sem_post(&glue.req);
-    for (unsigned spins = 0;; spins++) {
-        /* Acquire: pairs with the helper's release of done. */
-        if (atomic_load_explicit(&glue.done, memory_order_acquire) == g)
-            return true;
-        /* seq_cst, both loads of inside: see helper_main. Inside and
-         * asleep, and still not done after the look: blocked. A helper
-         * caught inside an older walk counts too: it waits on the same
-         * lock. The first few rounds only yield: a walk takes tens of
-         * microseconds, a look at /proc a few. */
-        if (spins >= 8 && atomic_load(&glue.inside) && helper_sleeping() &&
-            atomic_load(&glue.inside) &&
-            atomic_load_explicit(&glue.done, memory_order_acquire) != g) {
-            /* Relaxed: a counter. */
-            atomic_fetch_add_explicit(&glue.helper_blocked, 1,
-                                      memory_order_relaxed);
-            return false;
-        }
-        /* Polling, not a wait on the helper: waking this thread after
-         * each walk made collections slower by half on two CPUs. */
-        sched_yield();
-    }
+    char *here = arg;
+    if ((char *)sp <= here && here < (char *)hi)
+        sp = here;
+    GC_push_all_eager(sp, hi);
 }
 
 /* libgc's push-other-roots callback: runs in every collection, with the
@@ -416,54 +252,18 @@ static void GC_CALLBACK push_goroutines(void)
         glue.prev();                /* no runtime thread: libgc's own */
         return;
     }
-    switch (glue.mode) {
-    case GLUE_SKIP:
+    if (glue.mode == GLUE_SKIP)
         return;
-    case GLUE_NORMAL:
-        if (helper_walk() && glue.rc >= 0 && glue.nranges <= RANGES_MAX) {
-            /* The collector's own goroutine, when it is one, is reported
-             * as running (sp = lo: the helper cannot know its stack
-             * pointer), but what it holds lies above this frame: its
-             * registers libgc has already pushed itself. */
-            char *here = __builtin_frame_address(0);
-            for (int i = 0; i < glue.nranges; i++) {
-                char *sp = glue.ranges[i].sp, *hi = glue.ranges[i].hi;
-                if (sp <= here && here < hi)
-                    sp = here;
-                GC_push_all_eager(sp, hi);
-            }
-            push_regions(true);
-            /* Relaxed: a counter. */
-            atomic_fetch_add_explicit(&glue.walks, 1, memory_order_relaxed);
-            return;
-        }
-        break;
-    case GLUE_FALLBACK:
-        break;
-    }
+    if (gmp_stacks_foreach(push_stack, __builtin_frame_address(0)) < 0)
+        abort();                    /* a collection without the roots */
+    push_signal_stacks();
     /* Relaxed: a counter. */
-    atomic_fetch_add_explicit(&glue.fallbacks, 1, memory_order_relaxed);
-    push_regions(false);
-}
-
-static void *map_buffer(size_t size)
-{
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("test_gc: mmap");
-        abort();
-    }
-    return p;
+    atomic_fetch_add_explicit(&glue.walks, 1, memory_order_relaxed);
 }
 
 /* Once, on the main thread, before any runtime. */
 static void glue_init(void)
 {
-    glue.page = sysconf(_SC_PAGESIZE);
-    glue.ranges = map_buffer(RANGES_MAX * sizeof *glue.ranges);
-    glue.copybuf = map_buffer(COPY_PAGES * (size_t)glue.page);
-    glue.remote = map_buffer(COPY_PAGES * sizeof *glue.remote);
     GC_set_handle_fork(1);          /* the failing case runs in a child */
     /* One marking thread, the collecting one. libgc's parallel markers
      * spin for the mark lock: on two CPUs shared with the runtime's
@@ -474,15 +274,6 @@ static void glue_init(void)
     GC_allow_register_threads();
     glue.prev = GC_get_push_other_roots();
     GC_set_push_other_roots(push_goroutines);
-    if (sem_init(&glue.req, 0, 0) != 0 ||
-        sem_init(&glue.unblock, 0, 0) != 0 ||
-        pthread_create(&glue.helper, NULL, helper_main, NULL) != 0) {
-        perror("test_gc: helper");
-        abort();
-    }
-    /* Acquire: pairs with helper_main's release. */
-    while (!atomic_load_explicit(&glue.helper_ready, memory_order_acquire))
-        sched_yield();
 }
 
 static void glue_config(gmp_config_t *cfg, int procs)
@@ -548,7 +339,6 @@ static GC_hidden_pointer links[IDS_MAX];
 struct run {
     int procs, workers, collections, tokens;
     bool churn;                 /* rebuild lists and drop garbage */
-    bool block_helper;          /* each forced collection finds it asleep */
     bool spinner;
     gmp_chan_t *tick;           /* collector -> workers, unbuffered */
     gmp_chan_t *spin;           /* collector -> spinner, one slot */
@@ -818,11 +608,7 @@ static void run_main(void *arg)
             gmp_chan_send(run.tick, &k);
         if (k == run.collections / 2)
             gmp_chan_trysend(run.spin, &k);     /* one slot: never waits */
-        if (run.block_helper)
-            atomic_store(&glue.block_next, 1);  /* seq_cst: see glue */
         gc_collect();
-        if (run.block_helper)
-            sem_post(&glue.unblock);
     }
     gmp_chan_close(run.tick);
     gmp_chan_close(run.spin);
@@ -836,8 +622,7 @@ static void run_main(void *arg)
 }
 
 /* One run: a fresh gmp_main. Returns gmp_main's result. */
-static int run_once(int procs, int workers, int collections, bool churn,
-                    bool block_helper)
+static int run_once(int procs, int workers, int collections, bool churn)
 {
     memset(&run, 0, sizeof run);
     run.procs = procs;
@@ -845,7 +630,6 @@ static int run_once(int procs, int workers, int collections, bool churn,
     run.collections = collections;
     run.tokens = workers / 20 > 0 ? workers / 20 : 1;
     run.churn = churn;
-    run.block_helper = block_helper;
     run.spinner = churn;
     memset(links, 0, sizeof links);
     gmp_config_t cfg;
@@ -889,19 +673,16 @@ static void check_run(int procs, int i)
                      0);
 }
 
-static void runs_at(int procs, enum glue_mode mode, int runs, int collections,
-                    bool block_helper)
+static void runs_at(int procs, enum glue_mode mode, int runs, int collections)
 {
     glue.mode = mode;
     int64_t t0 = h_now();
-    int64_t w0 = atomic_load(&glue.walks), f0 = atomic_load(&glue.fallbacks);
-    int64_t b0 = atomic_load(&glue.helper_blocked);
+    int64_t w0 = atomic_load(&glue.walks);
     int64_t checks = 0, spins = 0, preempted = 0;
     GC_word gc0 = GC_get_gc_no();
     for (int i = 0; i < runs; i++) {
         GC_word before = GC_get_gc_no();
-        assert_int_equal(run_once(procs, WORKERS, collections, true,
-                                  block_helper), 0);
+        assert_int_equal(run_once(procs, WORKERS, collections, true), 0);
         check_run(procs, i);
         /* The forced ones at least (an automatic one may come in between,
          * and GC_gcollect never skips). */
@@ -912,14 +693,11 @@ static void runs_at(int procs, enum glue_mode mode, int runs, int collections,
     }
     print_message("procs=%d: %d runs of %d goroutines, %lu collections, "
                   "%lld checks passed, %lld spinner sums (%lld stretches "
-                  "with a preemption), %lld walks, %lld fallback scans "
-                  "(%lld with the helper blocked), %.1f s\n", procs, runs,
+                  "with a preemption), %lld walks, %.1f s\n", procs, runs,
                   WORKERS,
                   (unsigned long)(GC_get_gc_no() - gc0), (long long)checks,
                   (long long)spins, (long long)preempted,
                   (long long)(atomic_load(&glue.walks) - w0),
-                  (long long)(atomic_load(&glue.fallbacks) - f0),
-                  (long long)(atomic_load(&glue.helper_blocked) - b0),
                   (double)(h_now() - t0) / 1e9);
 }
 
@@ -928,52 +706,19 @@ static void runs_at(int procs, enum glue_mode mode, int runs, int collections,
 static void test_gc_lists_survive_procs_1(void **state)
 {
     (void)state;
-    runs_at(1, GLUE_NORMAL, RUNS, COLLECTIONS, false);
+    runs_at(1, GLUE_NORMAL, RUNS, COLLECTIONS);
 }
 
 static void test_gc_lists_survive_procs_2(void **state)
 {
     (void)state;
-    runs_at(2, GLUE_NORMAL, RUNS, COLLECTIONS, false);
+    runs_at(2, GLUE_NORMAL, RUNS, COLLECTIONS);
 }
 
 static void test_gc_lists_survive_procs_4(void **state)
 {
     (void)state;
-    runs_at(4, GLUE_NORMAL, RUNS, COLLECTIONS, false);
-}
-
-/* The fallback alone: every collection scans every stack mapping whole. */
-static void test_gc_fallback_scan_keeps_lists(void **state)
-{
-    (void)state;
-    for (int procs = 1; procs <= 4; procs *= 2) {
-        int64_t f0 = atomic_load(&glue.fallbacks);
-        runs_at(procs, GLUE_FALLBACK, 2, H_SLOW ? 5 : 10, false);
-        assert_true(atomic_load(&glue.fallbacks) - f0 >= 2 * (H_SLOW ? 5 : 10));
-    }
-    glue.mode = GLUE_NORMAL;
-}
-
-/* The helper caught asleep inside its walk, as behind a gflock held by a
- * stopped thread (which cannot be arranged on purpose): before each
- * forced collection the test makes the helper's next walk wait until the
- * collection is over. Each one must notice, scan the fallback way, and
- * the helper must serve the next collection again. */
-static void test_gc_blocked_helper_falls_back(void **state)
-{
-    (void)state;
-    for (int procs = 1; procs <= 4; procs *= 2) {
-        int64_t b0 = atomic_load(&glue.helper_blocked);
-        int n = H_SLOW ? 5 : 10;
-        runs_at(procs, GLUE_NORMAL, 2, n, true);
-        assert_true(atomic_load(&glue.helper_blocked) - b0 >= 2 * n);
-        /* And it is back: a run without the stand-in walks again. */
-        int64_t w1 = atomic_load(&glue.walks);
-        assert_int_equal(run_once(procs, WORKERS, 1, true, false), 0);
-        check_run(procs, 0);
-        assert_true(atomic_load(&glue.walks) > w1);
-    }
+    runs_at(4, GLUE_NORMAL, RUNS, COLLECTIONS);
 }
 
 /* The failing case, in a child: goroutine stacks are no roots. Every list
@@ -984,7 +729,7 @@ static void skip_child(void *arg)
 {
     (void)arg;
     glue.mode = GLUE_SKIP;
-    int rc = run_once(2, WORKERS, 3, false, false);
+    int rc = run_once(2, WORKERS, 3, false);
     printf("rc=%d lost=%lld corrupt=%lld checks=%lld\n", rc,
            (long long)atomic_load(&run.lost),
            (long long)atomic_load(&run.corrupt),
@@ -1021,8 +766,6 @@ int main(void)
         cmocka_unit_test(test_gc_lists_survive_procs_1),
         cmocka_unit_test(test_gc_lists_survive_procs_2),
         cmocka_unit_test(test_gc_lists_survive_procs_4),
-        cmocka_unit_test(test_gc_fallback_scan_keeps_lists),
-        cmocka_unit_test(test_gc_blocked_helper_falls_back),
         cmocka_unit_test(test_gc_without_stack_roots_lists_are_lost),
     };
     return cmocka_run_group_tests_name("libgc", tests, NULL, NULL);
