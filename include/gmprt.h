@@ -235,7 +235,9 @@ GMP_EXTERN int gmp_go(void (*fn)(void *), void *arg);
  * run. Outside a goroutine it yields the thread (sched_yield). */
 GMP_EXTERN void gmp_yield(void);
 
-/* The current goroutine's id (1, 2, ...); 0 outside a goroutine. */
+/* The current goroutine's id (1, 2, ...); 0 outside a goroutine (also on
+ * a runtime thread's own stack, where the memory hooks may run, and on a
+ * signal stack). */
 GMP_EXTERN uint64_t gmp_id(void);
 
 /* Names the running goroutine in gmp_dump, the SIGQUIT dump, the

@@ -243,7 +243,7 @@ const char *gmp_label(void)
 uint64_t gmp_id(void)
 {
     struct m *mp = gmp__getm();
-    return mp && mp->curg ? mp->curg->goid : 0;
+    return gmp__on_gstack(mp) ? mp->curg->goid : 0;
 }
 
 int gmp_procs(void)

@@ -780,15 +780,10 @@ static bool usual_mask(struct m *mp)
     return mask == mp->sigmask0;
 }
 
-/* Whether the caller is a goroutine that holds its P, on its own stack
- * (not the runtime's g0 stack or a signal stack). */
+/* Whether the caller is a goroutine that holds its P, on its own stack. */
 static bool on_goroutine(struct m *mp)
 {
-    if (!mp || !mp->curg || !mp->p || !mp->curg->stk)
-        return false;
-    char *sp = __builtin_frame_address(0);
-    struct gstack *st = mp->curg->stk;
-    return sp >= st->lo && sp < gstack_hi(st);
+    return gmp__on_gstack(mp) && mp->p;
 }
 
 int gmp_can_park(void)
@@ -840,11 +835,16 @@ ssize_t gmp_fd_call(int fd, int events, ssize_t (*fn)(int fd, void *arg),
             break;
         }
         struct m *mp = gmp__getm();
+        /* A plain thread, or a G inside a syscall bracket, waits as a
+         * thread in gmp__pd_wait; a G parks there, but only from its own
+         * stack (not from the runtime's g0 stack, where a memory hook
+         * runs, nor a signal stack) and with the usual signal mask. */
         if (park < 0)
-            park = !on_goroutine(mp) || usual_mask(mp);
+            park = !(mp && mp->curg && mp->p) ||
+                   (on_goroutine(mp) && usual_mask(mp));
         if (!park) {
-            /* A goroutine inside a signal handler (or with signals
-             * blocked) must not switch: the thread waits in poll(2). */
+            /* Inside a signal handler, with signals blocked, or off the
+             * goroutine's stack: no switch, the thread waits in poll(2). */
             struct pollfd pfd = {.fd = fd, .events = (short)events};
             int p = poll_thread(&pfd, 1, dl);
             if (p < 0) {

@@ -85,6 +85,7 @@ static inline char *gstack_hi(struct gstack *s)
     return s->hi;
 }
 
+
 struct g {
     struct gmp__ctx ctx;            /* saved sp while not running */
     struct gstack  *stk;            /* NULL until the G first runs */
@@ -390,6 +391,20 @@ GMP_HIDDEN extern _Atomic(struct schedt *) gmp__sched;
  * Not inline: a G may resume on another thread after any switch, and the
  * compiler must not reuse a thread-pointer it computed before one. */
 GMP_HIDDEN struct m *gmp__getm(void);
+
+/* Whether the caller runs on its goroutine's own stack: mp runs a G, and
+ * this frame lies in the G's stack (not on g0's, where the scheduler and
+ * the host's memory hooks run, nor on a signal stack). No atomics: only
+ * mp's thread changes curg and the G's stack record. */
+static inline __attribute__((always_inline)) bool
+gmp__on_gstack(struct m *mp)
+{
+    struct gstack *st;
+    if (!mp || !mp->curg || !(st = mp->curg->stk))
+        return false;
+    char *sp = __builtin_frame_address(0);
+    return sp >= st->lo && sp < gstack_hi(st);
+}
 GMP_HIDDEN void gmp__setm(struct m *mp);
 /* The variable itself, for the few hot paths that read it once on entry,
  * before anything that can switch (gmp_yield, the syscall bracket). */
