@@ -14,7 +14,9 @@
  */
 #include "harness.h"
 
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
@@ -643,6 +645,79 @@ static void test_hook_mutex_holder_not_preempted(void **state)
 #endif
 }
 
+/* ---- The rest of the calls, from goroutines ------------------------------------ */
+
+static _Atomic int64_t rest_fail, rest_done;
+
+#define RC_CHECK(cond)                                                       \
+    do {                                                                     \
+        if (!(cond) && !atomic_load(&rest_fail))                             \
+            atomic_store(&rest_fail, __LINE__);                              \
+    } while (0)
+
+/* The calls the parking tests above do not make, each with the result
+ * the C library gives: vector and datagram sends, dup and dup3, files
+ * (in the bracket), the resolver, flock, sleep(0) and SO_SNDTIMEO. */
+static void rest_goroutine(void *arg)
+{
+    (void)arg;
+    int sv[2];
+    char buf[16] = {0};
+    RC_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    struct iovec v[2] = {{"ab", 2}, {"cd", 2}};
+    RC_CHECK(writev(sv[1], v, 2) == 4);
+    RC_CHECK(recv(sv[0], buf, 4, MSG_WAITALL) == 4 && !memcmp(buf, "abcd", 4));
+    struct msghdr m = {.msg_iov = v, .msg_iovlen = 1};
+    RC_CHECK(sendmsg(sv[1], &m, 0) == 2);
+    RC_CHECK(sendto(sv[1], "ef", 2, 0, NULL, 0) == 2);
+    RC_CHECK(read(sv[0], buf, 4) == 4 && !memcmp(buf, "abef", 4));
+    int d = dup(sv[0]), d3 = dup3(sv[0], 200, O_CLOEXEC);
+    RC_CHECK(d >= 0 && d3 == 200 && (fcntl(d3, F_GETFD) & FD_CLOEXEC));
+    RC_CHECK(write(sv[1], "g", 1) == 1 && read(d, buf, 1) == 1 &&
+             buf[0] == 'g');
+    RC_CHECK(write(sv[1], "h", 1) == 1 && read(d3, buf, 1) == 1 &&
+             buf[0] == 'h');
+    RC_CHECK(close(d) == 0 && close(d3) == 0);
+    /* SO_SNDTIMEO on a full socket: EAGAIN once it has run out. */
+    struct timeval tv = {0, 20000};
+    RC_CHECK(setsockopt(sv[1], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0);
+    static char big[1 << 20];
+    errno = 0;
+    ssize_t w = write(sv[1], big, sizeof big);
+    RC_CHECK((w > 0 && w < (ssize_t)sizeof big) ||
+             (w == -1 && errno == EAGAIN));
+    RC_CHECK(close(sv[0]) == 0 && close(sv[1]) == 0);
+    /* A file: pread, pwrite and flock in the bracket. */
+    char path[] = "/tmp/gmprt-hook-XXXXXX";
+    int f = mkstemp(path);
+    RC_CHECK(f >= 0);
+    RC_CHECK(pwrite(f, "xyz", 3, 10) == 3);
+    RC_CHECK(pread(f, buf, 3, 10) == 3 && !memcmp(buf, "xyz", 3));
+    RC_CHECK(flock(f, LOCK_EX) == 0 && flock(f, LOCK_UN) == 0);
+    RC_CHECK(close(f) == 0 && unlink(path) == 0);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_flags = AI_NUMERICHOST},
+                    *res = NULL;
+    RC_CHECK(getaddrinfo("127.0.0.1", "80", &hints, &res) == 0 && res);
+    char host[64];
+    RC_CHECK(res && getnameinfo(res->ai_addr, res->ai_addrlen, host,
+                                sizeof host, NULL, 0, NI_NUMERICHOST) == 0 &&
+             strcmp(host, "127.0.0.1") == 0);
+    if (res)
+        freeaddrinfo(res);
+    RC_CHECK(sleep(0) == 0);
+    atomic_store(&rest_done, 1);
+}
+
+static void test_hook_the_other_calls(void **state)
+{
+    atomic_store(&rest_fail, 0);
+    atomic_store(&rest_done, 0);
+    assert_int_equal(gmp_go(rest_goroutine, NULL), 0);
+    assert_int_equal(h_wait(&rest_done, 1), 0);
+    if (atomic_load(&rest_fail))
+        fail_msg("check at line %d", (int)atomic_load(&rest_fail));
+}
+
 /* ---- errno and the calls outside goroutines --------------------------------- */
 
 static _Atomic int64_t er_errno, er_done;
@@ -743,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_hook_tcp_echo),
         cmocka_unit_test(test_hook_mutex_holder_not_preempted),
         cmocka_unit_test(test_hook_errno_as_libc),
+        cmocka_unit_test(test_hook_the_other_calls),
     };
     const struct CMUnitTest none[] = {
         cmocka_unit_test(test_hook_no_runtime),
