@@ -6,8 +6,8 @@
  * of the limits; this file is how.
  *
  * Each hook resolves the C library's function with dlsym(RTLD_NEXT) on
- * first use, asks whether the caller is a goroutine (gmp_id: a load of the
- * thread's M) and otherwise calls it. From a goroutine, an fd call goes
+ * first use, asks whether the caller is a goroutine (gmp_id: a few loads,
+ * 0 off a goroutine's own stack) and otherwise calls it. From a goroutine, an fd call goes
  * through gmp_fd_call with a try function that makes the one non-blocking
  * attempt; the hooks keep per fd number what the kernel cannot tell them
  * (the blocking mode the program asked for, its SO_*TIMEO, whether the
