@@ -82,40 +82,9 @@ static uint32_t refused_of(struct g *gp)
     return ((volatile struct g *)gp)->asyncrefused;
 }
 
-/* ---- The preempter (as in test_preempt) -------------------------------- */
+/* ---- The preempter (preempter.h) ---------------------------------------- */
 
-static struct {
-    pthread_t thread;
-    _Atomic int stop;
-    _Atomic int64_t sent;           /* rounds of requests made */
-} pe;
-
-static void *preempter(void *arg)
-{
-    struct schedt *s = arg;
-    while (!atomic_load(&pe.stop)) {
-        for (int i = 0; i < s->procs; i++)
-            gmp__preemptone(s, &s->allp[i]);
-        atomic_fetch_add(&pe.sent, 1);
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    }
-    return NULL;
-}
-
-static void preempter_start(void)
-{
-    atomic_store(&pe.stop, 0);
-    atomic_store(&pe.sent, 0);
-    if (pthread_create(&pe.thread, NULL, preempter, cur_sched()) != 0)
-        abort();
-}
-
-static void preempter_stop(void)
-{
-    atomic_store(&pe.stop, 1);
-    pthread_join(pe.thread, NULL);
-}
+#include "preempter.h"
 
 /* ---- The loaded object ------------------------------------------------- */
 

@@ -57,40 +57,9 @@ static uint32_t self_async(struct g *gp)
     return ((volatile struct g *)gp)->asyncpreempts;
 }
 
-/* ---- The preempter -------------------------------------------------------- */
+/* ---- The preempter (preempter.h) ---------------------------------------- */
 
-static struct {
-    pthread_t thread;
-    _Atomic int stop;
-    _Atomic int64_t sent;           /* rounds of requests made */
-} pe;
-
-static void *preempter(void *arg)
-{
-    struct schedt *s = arg;
-    while (!atomic_load(&pe.stop)) {
-        for (int i = 0; i < s->procs; i++)
-            gmp__preemptone(s, &s->allp[i]);
-        atomic_fetch_add(&pe.sent, 1);
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    }
-    return NULL;
-}
-
-static void preempter_start(void)
-{
-    atomic_store(&pe.stop, 0);
-    atomic_store(&pe.sent, 0);
-    assert_int_equal(pthread_create(&pe.thread, NULL, preempter,
-                                    cur_sched()), 0);
-}
-
-static void preempter_stop(void)
-{
-    atomic_store(&pe.stop, 1);
-    pthread_join(pe.thread, NULL);
-}
+#include "preempter.h"
 
 /* Runs fn(NULL) as a goroutine under the preempter until *done is 1.
  * Returns 0, or what gmp_go or h_wait failed with. */

@@ -1522,16 +1522,34 @@ static void test_far_timer_costs_no_precise_clock_read(void **state)
 #endif
 
 /* The coarse check never judges a time that has come to be still ahead:
- * a timer is never judged not due once it is. */
+ * a timer is never judged not due once it is. Its margin (two ticks)
+ * holds while the kernel ticks; a VM whose vCPU the host stops for
+ * longer leaves the coarse clock behind for as long (seen once under
+ * qemu-user), and the timer is then late by that stop, as every thread
+ * is. Such a sample is counted, not failed, when the coarse clock read
+ * right after still lags by more than the margin; the logic would be
+ * wrong in every sample, not in a few. */
 static void test_coarse_check_never_ahead(void **state)
 {
-    for (int i = 0; i < H_SCALE(200000); i++) {
+    int n = H_SCALE(200000), stalls = 0;
+    int64_t tick = atomic_load(&gmp__coarse_res);
+    for (int i = 0; i < n; i++) {
         int64_t now = gmp_nanotime();
-        if (gmp__timer_surely_before(now)) {
-            print_error("at %lld: judged in the future\n", (long long)now);
-            fail();
+        if (!gmp__timer_surely_before(now))
+            continue;
+        int64_t lag = gmp_nanotime() - gmp__coarse_read();
+        if (lag > 2 * tick) {
+            stalls++;
+            continue;
         }
+        print_error("at %lld: judged in the future (coarse lag %lld ns)\n",
+                    (long long)now, (long long)lag);
+        fail();
     }
+    if (stalls)
+        print_message("%d of %d samples while the coarse clock stalled\n",
+                      stalls, n);
+    assert_true(stalls <= n / 100);
     /* Nor is the check vacuous where the system has a coarse clock: ten
      * seconds ahead is far enough for any tick. */
     struct timespec res;
