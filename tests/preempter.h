@@ -3,10 +3,45 @@
  * test_foreign): a thread that asks every P of the running runtime to
  * preempt its goroutine, every 50 us, as sysmon does every 10 ms, so that
  * a test sees many preemption signals in little time. pe.sent counts its
- * rounds. Include after harness.h and runtime.h.
+ * rounds. And the helpers both tests use around it. Include after
+ * harness.h and runtime.h.
  */
 #ifndef GMP_TEST_PREEMPTER_H
 #define GMP_TEST_PREEMPTER_H
+
+static H_UNUSED struct schedt *cur_sched(void)
+{
+    return atomic_load(&gmp__sched);
+}
+
+/* Asynchronous preemption is on in this build and runtime (not TSan, not
+ * valgrind, libc linked dynamically). */
+static H_UNUSED bool async_on(void)
+{
+    struct schedt *s = cur_sched();
+    return s && s->async_preempt;
+}
+
+#define SKIP_WITHOUT_ASYNC()                                                \
+    do {                                                                    \
+        if (!async_on()) {                                                  \
+            print_message("asynchronous preemption is off here\n");         \
+            skip();                                                         \
+        }                                                                   \
+    } while (0)
+
+/* The calling goroutine's descriptor: its counters are written by the
+ * signal handler on its own thread, and read here by the goroutine. */
+static H_UNUSED struct g *self(void)
+{
+    return gmp__getm()->curg;
+}
+
+/* How often the signal has stopped gp. */
+static H_UNUSED uint32_t async_of(struct g *gp)
+{
+    return ((volatile struct g *)gp)->asyncpreempts;
+}
 
 static struct {
     pthread_t thread;
@@ -32,8 +67,7 @@ static H_UNUSED void preempter_start(void)
 {
     atomic_store(&pe.stop, 0);
     atomic_store(&pe.sent, 0);
-    struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
-    if (pthread_create(&pe.thread, NULL, preempter, s) != 0)
+    if (pthread_create(&pe.thread, NULL, preempter, cur_sched()) != 0)
         abort();
 }
 

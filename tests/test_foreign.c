@@ -46,45 +46,12 @@ void spin_touch(void);
 typedef uint32_t spin_until_fn(const volatile uint32_t *, _Atomic int64_t *,
                                int64_t);
 
-static struct schedt *cur_sched(void)
-{
-    return atomic_load(&gmp__sched);
-}
-
-static bool async_on(void)
-{
-    struct schedt *s = cur_sched();
-    return s && s->async_preempt;
-}
-
-#define SKIP_WITHOUT_ASYNC()                                                \
-    do {                                                                    \
-        if (!async_on()) {                                                  \
-            print_message("asynchronous preemption is off here\n");         \
-            skip();                                                         \
-        }                                                                   \
-    } while (0)
-
-/* The calling goroutine's counters, written by the signal handler on its
- * own thread. */
-static struct g *self(void)
-{
-    return gmp__getm()->curg;
-}
-
-static uint32_t async_of(struct g *gp)
-{
-    return ((volatile struct g *)gp)->asyncpreempts;
-}
+#include "preempter.h"           /* and cur_sched, self, async_of */
 
 static uint32_t refused_of(struct g *gp)
 {
     return ((volatile struct g *)gp)->asyncrefused;
 }
-
-/* ---- The preempter (preempter.h) ---------------------------------------- */
-
-#include "preempter.h"
 
 /* ---- The loaded object ------------------------------------------------- */
 

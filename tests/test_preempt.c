@@ -24,39 +24,6 @@
 /* In tests/arch/preempt_<arch>.S. */
 void h_async_regs(uint64_t iters, const void *pat, void *out, int level);
 
-static struct schedt *cur_sched(void)
-{
-    return atomic_load(&gmp__sched);
-}
-
-/* Asynchronous preemption is on in this build and runtime (not TSan, not
- * valgrind, libc linked dynamically). */
-static bool async_on(void)
-{
-    struct schedt *s = cur_sched();
-    return s && s->async_preempt;
-}
-
-#define SKIP_WITHOUT_ASYNC()                                                \
-    do {                                                                    \
-        if (!async_on()) {                                                  \
-            print_message("asynchronous preemption is off here\n");         \
-            skip();                                                         \
-        }                                                                   \
-    } while (0)
-
-/* The calling goroutine's descriptor: its counters are written by the
- * signal handler on its own thread, and read here by the goroutine. */
-static struct g *self(void)
-{
-    return gmp__getm()->curg;
-}
-
-static uint32_t self_async(struct g *gp)
-{
-    return ((volatile struct g *)gp)->asyncpreempts;
-}
-
 /* ---- The preempter (preempter.h) ---------------------------------------- */
 
 #include "preempter.h"
@@ -101,7 +68,7 @@ static void tight_hog(void *arg)
     int i = (int)(intptr_t)arg;
     struct g *gp = self();
     while (!all_hogs_reached())
-        atomic_store_explicit(&th.seen[i], self_async(gp),
+        atomic_store_explicit(&th.seen[i], async_of(gp),
                               memory_order_relaxed);
     atomic_fetch_add(&th.done, 1);
 }
@@ -246,15 +213,15 @@ static void reg_checker(void *arg)
     unsigned char *out = aligned_alloc(64, REGBUF);
     uint64_t seed = 0x0123456789abcdefULL * (uint64_t)(id + 1);
     int64_t bad = 0;
-    uint32_t start = self_async(gp);
-    while (bad == 0 && self_async(gp) - start < rg.want) {
+    uint32_t start = async_of(gp);
+    while (bad == 0 && async_of(gp) - start < rg.want) {
         fill_pattern(pat, seed++);
         memset(out, 0, REGBUF);
         h_async_regs(GMP_TEST_EMULATED ? 200000 : 2000000, pat, out,
                      rg.level);
         bad = check_out(pat, out, rg.level);
     }
-    atomic_store(&rg.preempts[id], self_async(gp) - start);
+    atomic_store(&rg.preempts[id], async_of(gp) - start);
     atomic_store(&rg.bad[id], bad);
     free(pat);
     free(out);
@@ -311,7 +278,7 @@ static void disabled_section(void *arg)
         atomic_store(&ws.other_ran, 1);
     }
     gmp_preempt_disable();          /* nested */
-    uint32_t p0 = self_async(gp);
+    uint32_t p0 = async_of(gp);
     int64_t sent0 = atomic_load(&pe.sent);
     /* Hundreds of requests land while the section runs. */
     while (atomic_load(&pe.sent) - sent0 < 300)
@@ -322,10 +289,10 @@ static void disabled_section(void *arg)
         ;
     atomic_store(&ws.sent_in_section, atomic_load(&pe.sent) - sent0);
     atomic_store(&ws.seen_in_section, atomic_load(&ws.other_ran));
-    uint32_t p1 = self_async(gp);
+    uint32_t p1 = async_of(gp);
     atomic_store(&ws.preempts_in_section, p1 - p0);
     gmp_preempt_enable();           /* a pending mark acts here */
-    while (self_async(gp) == p1)
+    while (async_of(gp) == p1)
         ;                           /* and the next signal, right after */
     atomic_fetch_add(&ws.done, 1);
 }
@@ -373,8 +340,8 @@ static void libc_copier(void *arg)
             libc_pc++;
     }
     /* Right after: a plain loop is preempted at once. */
-    uint32_t p0 = self_async(gp);
-    while (self_async(gp) == p0)
+    uint32_t p0 = async_of(gp);
+    while (async_of(gp) == p0)
         ;
     if (pc_in_shared_lib(((volatile struct g *)gp)->asyncpc))
         libc_pc++;
@@ -429,12 +396,12 @@ static void plt_caller(void *arg)
     long (*volatile fn)(long) = labs_address();
     uintptr_t stub = (uintptr_t)fn;
     ps.canonical = !pc_in_shared_lib(stub);
-    uint32_t p0 = self_async(gp), last = p0;
+    uint32_t p0 = async_of(gp), last = p0;
     int64_t in_stub = 0;
     long sum = 0;
     while (last - p0 < PLT_WANT) {
         sum += fn(-1);
-        uint32_t now = self_async(gp);
+        uint32_t now = async_of(gp);
         if (now != last) {
             last = now;
             if (((volatile struct g *)gp)->asyncpc - stub < PLT_ENTRY)
@@ -519,11 +486,11 @@ static void requested_loop(void *arg)
 {
     (void)arg;
     struct g *gp = self();
-    uint32_t p0 = self_async(gp);
+    uint32_t p0 = async_of(gp);
     int64_t sent0 = atomic_load(&pe.sent);
     while (atomic_load(&pe.sent) - sent0 < 200)
         ;
-    atomic_store(&so.preempts, self_async(gp) - p0);
+    atomic_store(&so.preempts, async_of(gp) - p0);
     atomic_fetch_add(&so.done, 1);
 }
 
