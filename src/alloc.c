@@ -26,6 +26,8 @@
  * thread wants them. So a call from a goroutine raises its preemptoff
  * for the length of the hook, as gmp_preempt_disable does (without the
  * preemption point on the way out, which would yield under the lock).
+ * startm's pthread_create is bracketed the same way (gmp__callout_begin):
+ * a program, a sanitizer or a profiler may define its own.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -55,9 +57,7 @@ void gmp__hooks_set(const gmp_config_t *cfg)
     gmp__hooks.describe = cfg->describe;
 }
 
-/* Brackets a call into a host hook. Returns the goroutine that made it,
- * or NULL when the caller is no goroutine (g0, a plain thread). */
-static struct g *hook_begin(void)
+struct g *gmp__callout_begin(void)
 {
     struct m *mp = gmp__getm();
     struct g *gp = mp ? mp->curg : NULL;
@@ -69,9 +69,9 @@ static struct g *hook_begin(void)
     return gp;
 }
 
-static void hook_end(struct g *gp)
+void gmp__callout_end(struct g *gp)
 {
-    atomic_signal_fence(memory_order_seq_cst);  /* as in hook_begin */
+    atomic_signal_fence(memory_order_seq_cst);  /* as in gmp__callout_begin */
     if (gp)
         gp->preemptoff--;
 }
@@ -82,9 +82,9 @@ void *gmp__alloc(size_t size)
     if (size == 0)
         size = 1;
     if (gmp__hooks.mem_alloc) {
-        struct g *gp = hook_begin();
+        struct g *gp = gmp__callout_begin();
         p = gmp__hooks.mem_alloc(size, gmp__hooks.hook_ctx);
-        hook_end(gp);
+        gmp__callout_end(gp);
         if (p && ((uintptr_t)p & (GMP_CACHELINE - 1)))
             gmp__throw("gmp_config_t.mem_alloc returned memory not aligned "
                        "to 64 bytes");
@@ -103,9 +103,9 @@ void gmp__free(void *p, size_t size)
     if (size == 0)
         size = 1;
     if (gmp__hooks.mem_free) {
-        struct g *gp = hook_begin();
+        struct g *gp = gmp__callout_begin();
         gmp__hooks.mem_free(p, size, gmp__hooks.hook_ctx);
-        hook_end(gp);
+        gmp__callout_end(gp);
     } else {
         free(p);
     }
@@ -114,9 +114,9 @@ void gmp__free(void *p, size_t size)
 void *gmp__stack_map(size_t size)
 {
     if (gmp__hooks.stack_alloc) {
-        struct g *gp = hook_begin();
+        struct g *gp = gmp__callout_begin();
         void *p = gmp__hooks.stack_alloc(size, gmp__hooks.hook_ctx);
-        hook_end(gp);
+        gmp__callout_end(gp);
         if (p && ((uintptr_t)p & 4095))
             gmp__throw("gmp_config_t.stack_alloc returned memory not "
                        "page-aligned");
@@ -132,9 +132,9 @@ void gmp__stack_unmap(void *p, size_t size)
     if (!p)
         return;
     if (gmp__hooks.stack_free) {
-        struct g *gp = hook_begin();
+        struct g *gp = gmp__callout_begin();
         gmp__hooks.stack_free(p, size, gmp__hooks.hook_ctx);
-        hook_end(gp);
+        gmp__callout_end(gp);
     } else {
         munmap(p, size);
     }

@@ -456,6 +456,13 @@ GMP_HIDDEN void gmp__free(void *p, size_t size);
  * failure. Context: any. */
 GMP_HIDDEN void *gmp__stack_map(size_t size);
 GMP_HIDDEN void gmp__stack_unmap(void *p, size_t size);
+/* Brackets a call out of the runtime into code the preemption handler
+ * cannot tell from the program's (a host hook, an interposed libc
+ * function) that the runtime may make holding its locks: the calling
+ * goroutine is not preempted until the end. Returns that goroutine, or
+ * NULL when the caller is none (g0, a plain thread), for _end. */
+GMP_HIDDEN struct g *gmp__callout_begin(void);
+GMP_HIDDEN void gmp__callout_end(struct g *gp);
 /* The thread hooks, on the thread that starts or stops. */
 GMP_HIDDEN void gmp__thread_started(void);
 GMP_HIDDEN void gmp__thread_stopping(void);

@@ -290,7 +290,10 @@ static enum startm_result startm(struct schedt *s, struct p *pp,
         mp->id = s->mcount++;
         mp->alllink = s->allm;
         s->allm = mp;
+        /* Under sched.lock, maybe on a G's stack: see gmp__callout_begin. */
+        struct g *self = gmp__callout_begin();
         int err = pthread_create(&mp->thread, NULL, mstart, mp);
+        gmp__callout_end(self);
         if (err == 0)
             break;
         s->allm = mp->alllink;
