@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gmprt.h>
@@ -860,6 +861,72 @@ static void bench_echo(void *arg)
     /* Returning abandons the acceptor and the connections, as Go's main. */
 }
 
+/* ---- stw: stopping a world where every P runs a CPU-bound goroutine ------ */
+
+#define STW_ROUNDS 1000
+
+static _Atomic int stw_spin_stop;       /* relaxed: a stop flag */
+static _Atomic int64_t stw_spun;
+static int64_t stw_ns[STW_ROUNDS];
+
+static void stw_spinner(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&stw_spin_stop, memory_order_relaxed))
+        atomic_fetch_add_explicit(&stw_spun, 1, memory_order_relaxed);
+    gmp_wg_done(&wg);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The stopper: a plain thread, as a collector's would be. Between stops
+ * the world runs 1 ms, so that each stop finds every P busy. */
+static void *stw_stopper(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < STW_ROUNDS; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        int64_t t0 = gmp_nanotime();
+        if (gmp_stop_world() != 0) {
+            fail("gmp_stop_world failed");
+            return NULL;
+        }
+        stw_ns[i] = gmp_nanotime() - t0;
+        if (gmp_start_world() != 0) {
+            fail("gmp_start_world failed");
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void bench_stw(void *arg)
+{
+    (void)arg;
+    gmp_wg_add(&wg, procs);
+    for (int i = 0; i < procs; i++)
+        if (gmp_go(stw_spinner, NULL) != 0)
+            die("gmp_go failed");
+    pthread_t t;
+    if (pthread_create(&t, NULL, stw_stopper, NULL) != 0)
+        die("pthread_create failed");
+    /* In the bracket: this P goes to a spinner too. */
+    GMP_SYSCALL(pthread_join(t, NULL));
+    atomic_store_explicit(&stw_spin_stop, 1, memory_order_relaxed);
+    gmp_wg_wait(&wg);
+    if (status)
+        return;
+    qsort(stw_ns, STW_ROUNDS, sizeof stw_ns[0], cmp_i64);
+    emit(STW_ROUNDS, (double)stw_ns[STW_ROUNDS / 2] / 1e3, "us_p50");
+    emit(STW_ROUNDS, (double)stw_ns[STW_ROUNDS * 99 / 100] / 1e3, "us_p99");
+    emit(STW_ROUNDS, (double)stw_ns[STW_ROUNDS - 1] / 1e3, "us_max");
+}
+
 /* ---- command line -------------------------------------------------------- */
 
 struct bcase {
@@ -882,6 +949,7 @@ static const struct bcase cases[] = {
     {"pool", bench_pool},
     {"spawnwork", bench_spawnwork},
     {"echo", bench_echo},
+    {"stw", bench_stw},
 };
 
 static int usable_cpus(void)

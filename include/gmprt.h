@@ -799,6 +799,36 @@ GMP_EXTERN int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp,
                                              void *arg),
                                   void *arg);
 
+/*
+ * Stops the world: returns once no goroutine runs but the caller, each
+ * other one stopped at a safe point (where the preemption signal may
+ * stop it, or a runtime call) or in a system-call bracket, from which it
+ * will not return to its code until gmp_start_world. Timers, the poller
+ * and plain threads may ready goroutines meanwhile; they wait in their
+ * queues. For a precise collector, a debugger, a consistent snapshot.
+ * Called from a goroutine, that goroutine keeps running (on its P, with
+ * preemption disabled): it must not block in gmprt until it starts the
+ * world again (gmp_yield returns at once; a call that would park is a
+ * fatal error, as nothing could run to wake it), and system calls are
+ * fine. Called from a plain thread, that thread holds the world. One
+ * stopper at a time: a second waits for the first's gmp_start_world.
+ * A goroutine that never reaches a safe point (a loop inside a shared
+ * object, or with preemption disabled or off) delays the stop until it
+ * does. gmp_shutdown refuses (GMP_EBUSY) while the world is stopped.
+ * Returns 0; GMP_EBUSY when the caller already holds the world; GMP_EPERM
+ * with no runtime, when it stops meanwhile, or from a runtime thread
+ * outside a goroutine or inside a system-call bracket.
+ * Context: a goroutine, or a plain thread.
+ */
+GMP_EXTERN int gmp_stop_world(void);
+
+/*
+ * Starts the world that the caller stopped: every stopped P goes back to
+ * work. 0; GMP_EPERM when the world is not stopped, or not by the caller.
+ * Context: the goroutine or thread that called gmp_stop_world.
+ */
+GMP_EXTERN int gmp_start_world(void);
+
 /* ---- Goroutine-local storage and thread affinity ------------------------ */
 
 /*

@@ -85,6 +85,10 @@ void gmp__checkdead(struct schedt *s)
 {
     if (s->nmidle + s->nmidlelocked != s->mcount)
         return;                     /* an M runs: it may wake the rest */
+    /* Relaxed: under the lock that writes it. Stopped by the host, whose
+     * gmp_start_world will wake them. */
+    if (atomic_load_explicit(&s->stopping, memory_order_relaxed))
+        return;
     /* Relaxed, all: under sched.lock, with every M asleep. */
     s->deadcheck_retry = false;
     if (!s->main_mode || atomic_load_explicit(&s->exiting,

@@ -528,6 +528,13 @@ int gmp_shutdown(void)
         GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
         return GMP_EPERM;
     }
+    gmp__lock(&s->lock);
+    bool held = s->stwheld;         /* gmp_stop_world's Ps never idle */
+    gmp__unlock(&s->lock);
+    if (held) {
+        GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
+        return GMP_EBUSY;
+    }
     lc_stopping = true;
     GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
 

@@ -300,6 +300,20 @@ struct schedt {
      * exiting M needs next (allm, done, abandoned) is under sched.lock,
      * and gmp_main's thread learns of main's end through main_done. */
     GMP_ALIGNED _Atomic int exiting;
+    /* The host's stop-the-world (sched.c, "Stopping the world"): set under
+     * lock while a stop is wanted or held, read (relaxed) beside exiting
+     * at the same scheduling points, on the same line. stopwait: Ps not
+     * yet stopped; stopnote: woken when it reaches 0; stwp: the P the
+     * stopping goroutine keeps (NULL for a plain thread; relaxed, read by
+     * sysmon); stwg/stwtid: who holds the world (lock). */
+    _Atomic int stopping;
+    int         stopwait;
+    _Atomic(struct p *) stwp;
+    struct g   *stwg;
+    int32_t     stwtid;
+    bool        stwheld;
+    struct gmp__note stopnote;
+    gmp_mutex_t worldsema;          /* one stopper at a time */
     /* While shutdown_waiting is set (relaxed: see pidleput), bumped
      * (release) each time the last busy P goes idle; gmp_shutdown sleeps
      * on it (futex) waiting for quiescence. */

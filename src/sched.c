@@ -130,6 +130,10 @@ static struct p *releasep(struct m *mp)
     return pp;
 }
 
+static void stopm(struct schedt *s, struct m *mp);
+static bool gcstopm(struct schedt *s, struct m *mp);
+static void stop_p_locked(struct schedt *s, struct p *pp);
+
 /* Wakes every parked M so it notices sched.exiting. Context: any. */
 void gmp__wake_idle_ms(struct schedt *s)
 {
@@ -572,6 +576,11 @@ top:
         stopm(s, mp);
         goto top;
     }
+    /* Relaxed: see struct schedt. */
+    if (GMP_UNLIKELY(atomic_load_explicit(&s->stopping,
+                                          memory_order_relaxed)) &&
+        gcstopm(s, mp))
+        goto top;
     struct p *pp = mp->p;
     int64_t now = 0;
     gmp__checktimers(pp, &now);
@@ -623,6 +632,12 @@ top:
         gp = gmp__globrunqget(s, pp, 0);
         gmp__unlock(&s->lock);
         return gp;
+    }
+    /* Relaxed: under the lock that writes it. The P is stopped, not
+     * idled: the stopper took every idle one already. */
+    if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+        gmp__unlock(&s->lock);
+        goto top;
     }
     releasep(mp);
     pidleput(s, pp);
@@ -751,6 +766,11 @@ top:
     /* Relaxed: see struct schedt. */
     if (GMP_UNLIKELY(atomic_load_explicit(&s->exiting, memory_order_relaxed)))
         return NULL;
+    /* Relaxed: see struct schedt. */
+    if (GMP_UNLIKELY(atomic_load_explicit(&s->stopping,
+                                          memory_order_relaxed)) &&
+        gcstopm(s, mp))
+        goto top;
     struct p *pp = mp->p;
     int64_t now = 0;
     gmp__checktimers(pp, &now);     /* what is due becomes runnable */
@@ -788,8 +808,13 @@ top:
 static struct g *schedule(struct schedt *s, struct m *mp, bool *inherit)
 {
     /* The M of a locked G runs nothing else (see "Locked threads"). */
-    if (GMP_UNLIKELY(mp->lockedg))
+    if (GMP_UNLIKELY(mp->lockedg)) {
+        /* Relaxed: only this M stores its own P there. */
+        if (mp->p && mp->p == atomic_load_explicit(&s->stwp,
+                                                   memory_order_relaxed))
+            gmp__throw("the goroutine that stopped the world blocked");
         return stoplockedm(s, mp, inherit);
+    }
     return pickg(s, mp, inherit);
 }
 
@@ -880,9 +905,10 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
 {
     struct schedt *s = mp->sched;
     struct p *pp = mp->p;
-    /* Relaxed, all three: as in schedule(). A locked G's M runs no
+    /* Relaxed, all four: as in schedule(). A locked G's M runs no
      * other G. */
     if (atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
+        atomic_load_explicit(&s->stopping, memory_order_relaxed) ||
         mp->lockedg ||
         (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
                  GMP_GLOBAL_TICK == 0 &&
@@ -1011,7 +1037,8 @@ gosched_locked(struct schedt *s, struct m *mp, struct g *gp, bool *inherit)
      * (stoplockedm returns NULL), as gosched_m's would. */
     if (gmp__runqempty(pp) &&
         atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0 &&
-        !atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+        !atomic_load_explicit(&s->exiting, memory_order_relaxed) &&
+        !atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
         *inherit = false;           /* a new time slice */
         return gp;
     }
@@ -1030,9 +1057,17 @@ gosched_locked(struct schedt *s, struct m *mp, struct g *gp, bool *inherit)
 static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
                            bool *inherit)
 {
+    struct p *pp = mp->p;
+    /* Relaxed, both: see struct schedt. The goroutine holding the world
+     * runs on: nothing else may run until it starts the world again. */
+    if (GMP_UNLIKELY(atomic_load_explicit(&s->stopping,
+                                          memory_order_relaxed)) &&
+        pp == atomic_load_explicit(&s->stwp, memory_order_relaxed)) {
+        *inherit = true;
+        return gp;
+    }
     if (GMP_UNLIKELY(mp->lockedg))
         return gosched_locked(s, mp, gp, inherit);
-    struct p *pp = mp->p;
     struct g *next = NULL;
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
@@ -1042,8 +1077,9 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
     gmp__checktimers(pp, &now);
     gmp__lock(&s->lock);
     gmp__globrunqput(s, gp);
-    /* Relaxed: see struct schedt. */
+    /* Relaxed: see struct schedt; stopping is written under this lock. */
     if (!atomic_load_explicit(&s->exiting, memory_order_relaxed) &&
+        !atomic_load_explicit(&s->stopping, memory_order_relaxed) &&
         atomic_load_explicit(&pp->runnext, memory_order_relaxed) == NULL &&
         atomic_load_explicit(&pp->runqhead, memory_order_relaxed) ==
             atomic_load_explicit(&pp->runqtail, memory_order_relaxed))
@@ -1097,6 +1133,226 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
     }
 }
 
+/* ---- Stopping the world (gmp_stop_world) -------------------------------- */
+
+/*
+ * Go's stopTheWorld, for a host: a collector that must see every goroutine
+ * at rest, a debugger. The stopper (a goroutine, which keeps its P, or a
+ * plain thread) sets sched.stopping and counts in stopwait the Ps not yet
+ * stopped; it stops at once every idle P (taken off the idle list) and
+ * every P whose M is in a system call (by the CAS from P_SYSCALL that
+ * sysmon's retake uses), and marks the others for preemption, signal
+ * included. Each M holding a P stops it at its next scheduling point
+ * (gcstopm: P_STOPPED, stopwait down by one, the M parks), and so does a
+ * P handed off meanwhile (handoffp). The stopper sleeps on stopnote,
+ * waking every 100 us to stop Ps that entered a system call since and to
+ * mark the running ones again (a mark is cleared when a G starts), until
+ * stopwait is 0. From then on no goroutine runs but the stopper: an M
+ * leaving a system call finds its P stopped and no idle one, queues its
+ * G and parks; what a timer, the poller or a plain thread readies waits
+ * in a queue.
+ *
+ * gmp_start_world clears the flag and gives each stopped P to an M if it
+ * has work, else to the idle list, then wakes spinners for the rest.
+ *
+ * Costs: a relaxed load of a flag on the line that holds `exiting`,
+ * which the same scheduling points read, and nothing on the system-call
+ * path (the stopper's 100 us rounds find Ps that enter one late). The
+ * stopping goroutine runs with preemption disabled; a yield returns at
+ * once; blocking or exiting while it holds the world is a fatal error
+ * (nothing else could run to wake it).
+ */
+
+#define STOP_ROUND_NS 100000        /* the stopper's re-mark period */
+
+/* Stops pp, which its owner is giving up (it holds no M). Context:
+ * sched.lock held, s->stopping set. */
+static void stop_p_locked(struct schedt *s, struct p *pp)
+{
+    /* Relaxed: a hint for thieves; the stopper counts under the lock. */
+    atomic_store_explicit(&pp->status, P_STOPPED, memory_order_relaxed);
+    if (--s->stopwait == 0)
+        gmp__notewakeup(&s->stopnote);
+}
+
+/* A stop is wanted: stops mp's P and parks mp until the world starts
+ * again and hands it a P (or the runtime exits). Returns false, doing
+ * nothing, if the stop has ended meanwhile. Context: g0, mp holds a P. */
+static bool gcstopm(struct schedt *s, struct m *mp)
+{
+    struct p *pp = mp->p;
+    /* Relaxed: only this M stores its own P there. */
+    if (GMP_UNLIKELY(pp == atomic_load_explicit(&s->stwp,
+                                                memory_order_relaxed)))
+        gmp__throw("the goroutine that stopped the world blocked");
+    gmp__lock(&s->lock);
+    /* Relaxed: under the lock that writes it. */
+    if (!atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+        gmp__unlock(&s->lock);
+        return false;
+    }
+    if (mp->spinning) {
+        mp->spinning = false;
+        /* Relaxed: nothing is published; nobody can run to need it. */
+        atomic_fetch_sub_explicit(&s->nmspinning, 1, memory_order_relaxed);
+    }
+    releasep(mp);
+    stop_p_locked(s, pp);
+    gmp__unlock(&s->lock);
+    stopm(s, mp);
+    return true;
+}
+
+/* Stops every P in a system call and marks every running one, but own.
+ * Returns stopwait. Context: the stopper, sched.lock held. */
+static int stop_round_locked(struct schedt *s, struct p *own)
+{
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        if (pp == own)
+            continue;
+        int st = P_SYSCALL;
+        /* Acquire: as sysmon's retake; the M in the call will not get
+         * the P back. */
+        if (atomic_compare_exchange_strong_explicit(&pp->status, &st,
+                                                    P_STOPPED,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed))
+            stop_p_locked(s, pp);
+        else if (st == P_RUNNING)
+            gmp__preemptone(s, pp);
+    }
+    return s->stopwait;
+}
+
+/* Who calls: 1 a goroutine with its P, 0 a plain thread, -1 neither (g0,
+ * a host hook on g0, a goroutine inside a system-call bracket). */
+static int stw_caller(struct m *mp)
+{
+    if (!mp)
+        return 0;
+    return mp->curg && mp->p && gmp__on_gstack(mp) ? 1 : -1;
+}
+
+int gmp_stop_world(void)
+{
+    struct m *mp = gmp__getm();
+    int who = stw_caller(mp);
+    /* Acquire: a published runtime's fields are initialised. */
+    struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
+    if (who < 0 || !s || (mp && mp->sched != s))
+        return GMP_EPERM;
+    int32_t tid = who ? 0 : (int32_t)gettid();
+    gmp__lock(&s->lock);
+    bool mine = s->stwheld && (who ? s->stwg == mp->curg
+                                   : !s->stwg && s->stwtid == tid);
+    gmp__unlock(&s->lock);
+    if (mine)
+        return GMP_EBUSY;           /* it would wait for itself */
+    gmp_mutex_lock(&s->worldsema);
+    mp = gmp__getm();               /* the lock may have moved us */
+    struct g *gp = who ? mp->curg : NULL;
+    if (gp)
+        gp->preemptoff++;           /* no switch until we stop: own is ours */
+    struct p *own = gp ? mp->p : NULL;
+
+    gmp__lock(&s->lock);
+    /* Relaxed: see struct schedt. */
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+        gmp__unlock(&s->lock);
+        if (gp)
+            gp->preemptoff--;
+        gmp_mutex_unlock(&s->worldsema);
+        return GMP_EPERM;
+    }
+    /* Relaxed, both: under the lock; scheduling points read them as
+     * hints and decide under it (gcstopm, findrunnable, handoffp). */
+    atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->stwp, own, memory_order_relaxed);
+    s->stwg = gp;
+    s->stwtid = tid;
+    s->stopwait = s->procs - (own ? 1 : 0);
+    for (struct p *pp; (pp = pidleget(s));)
+        stop_p_locked(s, pp);
+    int left = stop_round_locked(s, own);
+    gmp__unlock(&s->lock);
+
+    bool waking = left > 0;         /* the last stop will wake us */
+    while (left > 0) {
+        bool woken = gmp__notetsleep(&s->stopnote, STOP_ROUND_NS);
+        gmp__lock(&s->lock);
+        left = woken ? s->stopwait : stop_round_locked(s, own);
+        /* Relaxed: see struct schedt. The exit wakes every M; none stops
+         * its P after this, as each decides under the lock. */
+        bool exiting = atomic_load_explicit(&s->exiting,
+                                            memory_order_relaxed);
+        if (exiting)
+            atomic_store_explicit(&s->stopping, 0, memory_order_relaxed);
+        gmp__unlock(&s->lock);
+        if (exiting) {
+            gmp__noteclear(&s->stopnote);
+            if (gp)
+                gp->preemptoff--;
+            gmp_mutex_unlock(&s->worldsema);
+            return GMP_EPERM;
+        }
+    }
+    if (waking) {                   /* woken exactly once: at stopwait 0 */
+        gmp__notesleep(&s->stopnote);
+        gmp__noteclear(&s->stopnote);
+    }
+    gmp__lock(&s->lock);
+    s->stwheld = true;
+    gmp__unlock(&s->lock);
+    return 0;
+}
+
+int gmp_start_world(void)
+{
+    struct m *mp = gmp__getm();
+    int who = stw_caller(mp);
+    /* Acquire: as in gmp_stop_world. */
+    struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
+    if (who < 0 || !s)
+        return GMP_EPERM;
+    struct g *gp = who ? mp->curg : NULL;
+    struct p *start[GMP_MAXPROCS];
+    int nstart = 0;
+    gmp__lock(&s->lock);
+    if (!s->stwheld ||
+        (gp ? s->stwg != gp : s->stwg || s->stwtid != (int32_t)gettid())) {
+        gmp__unlock(&s->lock);
+        return GMP_EPERM;           /* not stopped, or not by the caller */
+    }
+    s->stwheld = false;
+    s->stwg = NULL;
+    /* Relaxed, both: under the lock, as in gmp_stop_world. */
+    atomic_store_explicit(&s->stopping, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->stwp, NULL, memory_order_relaxed);
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        /* Relaxed: every stopped P is ours now; the lock orders the rest. */
+        if (atomic_load_explicit(&pp->status, memory_order_relaxed) !=
+            P_STOPPED)
+            continue;
+        atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
+        if (gmp__runqempty(pp))
+            pidleput(s, pp);
+        else
+            start[nstart++] = pp;
+    }
+    gmp__unlock(&s->lock);
+    for (int i = 0; i < nstart; i++)
+        startm(s, start[i], false);
+    /* Work queued globally while stopped: the idle Ps must look. */
+    gmp__storeload_fence();
+    gmp__wakep(s);
+    gmp_mutex_unlock(&s->worldsema);
+    if (gp)
+        gmp_preempt_enable();       /* a preemption due meanwhile: now */
+    return 0;
+}
+
 /* ---- System calls (the g0 side; syscall.c has the rest) ----------------- */
 
 /* Hands off pp, retaken from an M blocked in a system call (Go's
@@ -1115,6 +1371,19 @@ void gmp__handoffp(struct schedt *s, struct p *pp)
  * no M). */
 static void handoffp(struct schedt *s, struct p *pp)
 {
+    /* Relaxed: a hint; an M started for pp after a stop began stops at
+     * its first scheduling point, and the idle list is checked below. */
+    if (GMP_UNLIKELY(atomic_load_explicit(&s->stopping,
+                                          memory_order_relaxed))) {
+        gmp__lock(&s->lock);
+        /* Relaxed: under the lock that writes it. */
+        if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+            stop_p_locked(s, pp);
+            gmp__unlock(&s->lock);
+            return;
+        }
+        gmp__unlock(&s->lock);
+    }
     /* Relaxed: hints; the lock below settles the global queue. */
     if (!gmp__runqempty(pp) ||
         atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
@@ -1136,6 +1405,12 @@ static void handoffp(struct schedt *s, struct p *pp)
     if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0) {
         gmp__unlock(&s->lock);
         startm(s, pp, false);
+        return;
+    }
+    /* Relaxed: under the lock that writes it. */
+    if (atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
+        stop_p_locked(s, pp);
+        gmp__unlock(&s->lock);
         return;
     }
     pidleput(s, pp);                /* already P_IDLE, by sysmon's CAS */

@@ -80,7 +80,10 @@ static int retake(struct schedt *s, int64_t now)
                 sysretake = st == P_SYSCALL && has_work(s, pp);
             }
         }
-        if (st != P_SYSCALL)
+        /* The P a goroutine holding the world keeps: its system calls
+         * are the stopper's own. Relaxed: see struct schedt. */
+        if (st != P_SYSCALL ||
+            pp == atomic_load_explicit(&s->stwp, memory_order_relaxed))
             continue;
         uint32_t t = atomic_load_explicit(&pp->syscalltick,
                                           memory_order_relaxed);

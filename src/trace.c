@@ -210,6 +210,7 @@ int gmp_stats(gmp_stats_t *out)
 
 static const char *const pstatus_names[] = {
     [P_IDLE] = "idle", [P_RUNNING] = "running", [P_SYSCALL] = "syscall",
+    [P_STOPPED] = "stopped",
 };
 
 static const char *gstatus_name(uint32_t st)
@@ -332,7 +333,7 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
         wputs(&w, "  P");
         wputu(&w, (uint64_t)i);
         wputs(&w, ": status=");
-        wputs(&w, ps >= 0 && ps <= P_SYSCALL ? pstatus_names[ps] : "?");
+        wputs(&w, ps >= 0 && ps <= P_STOPPED ? pstatus_names[ps] : "?");
         wputs(&w, " schedtick=");
         wputu(&w, atomic_load_explicit(&pp->schedtick, memory_order_relaxed));
         wputs(&w, " syscalltick=");
