@@ -78,19 +78,7 @@ static void run_main(void *arg)
     struct opts *o = arg;
     snprintf(o->label, sizeof o->label, "lua main %s", o->script);
     gmp_set_label(o->label);
-    lua_State *L = lgmp_newstate();
-    if (!L) {
-        fprintf(stderr, "gmplua: no memory for an interpreter\n");
-        exit(2);
-    }
-    lua_pushcfunction(L, lgmp_traceback);
-    lua_pushcfunction(L, main_body);
-    lua_pushlightuserdata(L, o);
-    if (lua_pcall(L, 1, 0, 1) != LUA_OK)
-        lgmp_die(L, o->label);
-    /* Closed here, on a goroutine: what its channels buffer is freed
-     * while the runtime still runs. */
-    lua_close(L);
+    lgmp_run(main_body, o, o->label);
     gmp_set_label(NULL);
 }
 

@@ -1146,19 +1146,7 @@ static int go_body(lua_State *L)
 static void run_goroutine(void *arg)
 {
     struct start *s = arg;
-    lua_State *L = lgmp_newstate();
-    if (!L) {
-        fprintf(stderr, "gmplua: goroutine %llu: no memory for an "
-                "interpreter\n", (unsigned long long)gmp_id());
-        _exit(2);
-    }
-    lua_pushcfunction(L, lgmp_traceback);
-    lua_pushcfunction(L, go_body);
-    lua_pushlightuserdata(L, s);
-    if (lua_pcall(L, 1, 0, 1) != LUA_OK)
-        lgmp_die(L, s->label);
-    gmp_set_label(NULL);
-    lua_close(L);
+    lgmp_run(go_body, s, s->label);
     free(s);
 }
 
@@ -1326,6 +1314,24 @@ int lgmp_traceback(lua_State *L)
     }
     luaL_traceback(L, L, msg, 1);
     return 1;
+}
+
+void lgmp_run(lua_CFunction body, void *arg, const char *label)
+{
+    lua_State *L = lgmp_newstate();
+    if (!L) {
+        fprintf(stderr, "gmplua: goroutine %llu (%s): no memory for an "
+                "interpreter\n", (unsigned long long)gmp_id(), label);
+        _exit(2);
+    }
+    lua_pushcfunction(L, lgmp_traceback);
+    lua_pushcfunction(L, body);
+    lua_pushlightuserdata(L, arg);
+    if (lua_pcall(L, 1, 0, 1) != LUA_OK)
+        lgmp_die(L, label);
+    /* Closed on its goroutine: what its channels buffer is freed while
+     * the runtime runs. */
+    lua_close(L);
 }
 
 void lgmp_die(lua_State *L, const char *what)

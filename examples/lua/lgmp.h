@@ -28,6 +28,13 @@ void lgmp_set_hook_count(int count);
  * of a non-string error object) with a traceback. */
 int lgmp_traceback(lua_State *L);
 
+/* Runs body in a new interpreter (lgmp_newstate) on the calling
+ * goroutine, protected with lgmp_traceback, given arg as a light userdata,
+ * then closes the interpreter. An error that reaches it, and a lack of
+ * memory for the interpreter, end the process as lgmp_die does, naming
+ * the goroutine by label (read then: body may change the text). */
+void lgmp_run(lua_CFunction body, void *arg, const char *label);
+
 /* Prints the error on top of L's stack, as the handler left it, naming
  * the goroutine, and ends the process with status 2: what an unhandled
  * Lua error does, as an unrecovered panic in Go. Never returns. */

@@ -35,14 +35,18 @@ local function same(a, b, seen)
   return true
 end
 
-local loop = gmp.chan(1)
-local function local_trip(v)
-  loop:send(v)
-  local r, ok = loop:recv()
-  check(ok, "recv ok")
-  return r
+-- A trip: v sent on out, what comes back on back returned.
+local function tripper(out, back)
+  return function(v)
+    out:send(v)
+    local r, ok = back:recv()
+    check(ok, "received")
+    return r
+  end
 end
 
+local loop = gmp.chan(1)
+local local_trip = tripper(loop, loop)
 local inq, outq = gmp.chan(), gmp.chan()
 gmp.go(function(inq, outq)
   while true do
@@ -51,12 +55,7 @@ gmp.go(function(inq, outq)
     outq:send(v)
   end
 end, inq, outq)
-local function echo_trip(v)
-  inq:send(v)
-  local r, ok = outq:recv()
-  check(ok, "echo ok")
-  return r
-end
+local echo_trip = tripper(inq, outq)
 
 local trips = {local_trip, echo_trip}
 
