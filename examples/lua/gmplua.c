@@ -38,10 +38,11 @@
 
 /* liblua recurses on the C stack up to LUAI_MAXCCALLS (200) levels, each
  * a few hundred bytes to a few KB (luaV_execute, a pcall's jmp_buf, a
- * string.format buffer): the default 128 KiB stack overflows before
- * Lua's own "C stack overflow" error would stop the recursion. Stacks
- * are committed as they are touched, so the bigger size costs address
- * space, not memory. */
+ * string.format buffer), before its own "C stack overflow" error stops
+ * the recursion: pcall nested that deep overflows the default 128 KiB
+ * stack, string.gsub callbacks that recurse overflow 256 KiB; 512 KiB
+ * holds both (tests/real/lua/stack.lua). Stacks are committed as they
+ * are touched, so the size costs address space, not memory. */
 #define STACK_SIZE (512 * 1024)
 
 struct opts {

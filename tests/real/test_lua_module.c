@@ -27,6 +27,11 @@
  *     runtime, and leave nothing behind: every channel, wait group, atomic
  *     and message is freed once the interpreters are closed, including
  *     the messages channels still buffered (lgmp_live);
+ *   - Lua's own limit on C recursion comes before the end of a goroutine's
+ *     stack: pcall nested as deep as Lua allows and recursing string.gsub
+ *     callbacks end in Lua's "C stack overflow" error, in the main
+ *     goroutine and another one (stack.lua; 128 KiB stacks end in the
+ *     runtime's fatal overflow, 256 KiB ones too for gsub);
  *   - a CPU-bound Lua loop shares its P through the count hook: at procs
  *     1 with preemption by signal off, a loop that makes no runtime call
  *     sees a ticker goroutine tick; with the hook off the same loop runs
@@ -188,6 +193,16 @@ static void test_lua_module_close_select_waitgroup(void **state)
     runs_of("sync.lua", 40);
 }
 
+static void test_lua_module_c_recursion_fits_the_stack(void **state)
+{
+    run_script("stack.lua", 2, 0, 1000, 0, NULL);
+    assert_int_equal(lr.nres, 2);
+    print_message("pcall depth reached: %lld in the main goroutine, %lld "
+                  "in another\n", (long long)res_int(0),
+                  (long long)res_int(1));
+    assert_true(res_int(0) > 150 && res_int(1) > 150);
+}
+
 /* The loop's checksum over n iterations, as cpu.lua computes it. */
 static int64_t cpu_acc(int64_t n)
 {
@@ -233,6 +248,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lua_module_values_round_trip),
         cmocka_unit_test(test_lua_module_close_select_waitgroup),
+        cmocka_unit_test(test_lua_module_c_recursion_fits_the_stack),
         cmocka_unit_test(test_lua_module_hook_shares_the_p),
         cmocka_unit_test(test_lua_module_ring_procs_1),
         cmocka_unit_test(test_lua_module_ring_procs_2),

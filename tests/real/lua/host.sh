@@ -5,6 +5,7 @@
 # are then the names the reports give (Lua shortens long paths).
 #   - a script gets its arguments and the Ps asked for (a small ring.lua
 #     on 2 Ps prints its exact message count) and exits with 0;
+#   - its goroutine stacks hold Lua's deepest C recursion (stack.lua);
 #   - an error no pcall catches, in a goroutine, is printed with the
 #     goroutine, its traceback, and ends the process with status 2 before
 #     the waiting main goroutine goes on;
@@ -27,6 +28,9 @@ case $out in
 *"ring: 100 goroutines, 10000 messages, procs 2"*) ;;
 *) fail "ring.lua printed: $out" ;;
 esac
+
+out=$("$gmplua" stack.lua 2>&1) ||
+    fail "stack.lua exited with $? (gmplua's goroutine stacks too small?): $out"
 
 out=$("$gmplua" error.lua 2>&1)
 st=$?
