@@ -231,6 +231,25 @@ GMP_EXTERN int gmp_shutdown(void);
  * descriptor). */
 GMP_EXTERN int gmp_go(void (*fn)(void *), void *arg);
 
+/* What gmp_go_attr may set for one goroutine; zero means the runtime's. */
+typedef struct gmp_goattr {
+    size_t   stack_size;    /* its stack, guard included: 16 KiB..1 GiB,
+                               rounded up to pages (gmp_config_t's
+                               stack_size has the rules); 0: the runtime's.
+                               A size other than the runtime's is a mapping
+                               of the goroutine's own, made when it first
+                               runs and unmapped when it ends: for the few
+                               that need a deep stack (an interpreter) or
+                               a small one, not for every goroutine (Go,
+                               whose stacks grow, has no need of it). */
+    uint64_t reserved_[3];  /* zero */
+} gmp_goattr_t;
+
+/* gmp_go with attributes (attr NULL: gmp_go). Returns as gmp_go, and
+ * GMP_EINVAL for a stack size out of range or a reserved field set. */
+GMP_EXTERN int gmp_go_attr(void (*fn)(void *), void *arg,
+                           const gmp_goattr_t *attr);
+
 /* Go's runtime.Gosched: the caller goes to the global run queue and others
  * run. Outside a goroutine it yields the thread (sched_yield). */
 GMP_EXTERN void gmp_yield(void);

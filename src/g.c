@@ -194,7 +194,9 @@ static struct schedt *cursched(struct m *mp)
               : atomic_load_explicit(&gmp__sched, memory_order_acquire);
 }
 
-int gmp_go(void (*fn)(void *), void *arg)
+/* gmp_go's body: stksize 0, or the page-rounded size of a stack of the
+ * G's own, set before the G is published. */
+static inline int go(void (*fn)(void *), void *arg, size_t stksize)
 {
     if (!fn)
         return GMP_EINVAL;
@@ -209,6 +211,8 @@ int gmp_go(void (*fn)(void *), void *arg)
         struct g *gp = gmp__newg(s, pp, fn, arg);
         if (!gp)
             return GMP_ENOMEM;
+        if (stksize && stksize != s->stack_size)
+            gp->stksize = stksize;
         gmp__runqput(s, pp, gp, true);
         /* With one P the caller holds it: no P is idle to wake. */
         if (s->procs > 1) {
@@ -222,8 +226,28 @@ int gmp_go(void (*fn)(void *), void *arg)
     struct g *gp = gmp__newg(s, NULL, fn, arg);
     if (!gp)
         return GMP_ENOMEM;
+    if (stksize && stksize != s->stack_size)
+        gp->stksize = stksize;
     gmp__globrunqput_wake(s, gp);
     return 0;
+}
+
+int gmp_go(void (*fn)(void *), void *arg)
+{
+    return go(fn, arg, 0);
+}
+
+int gmp_go_attr(void (*fn)(void *), void *arg, const gmp_goattr_t *attr)
+{
+    if (!attr)
+        return go(fn, arg, 0);
+    if (attr->reserved_[0] || attr->reserved_[1] || attr->reserved_[2] ||
+        (attr->stack_size &&
+         (attr->stack_size < GMP__MIN_STACK ||
+          attr->stack_size > GMP__MAX_STACK)))
+        return GMP_EINVAL;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return go(fn, arg, (attr->stack_size + page - 1) & ~(page - 1));
 }
 
 void gmp_set_label(const char *label)

@@ -39,8 +39,6 @@
 #include "timer.h"
 #include "park.h"
 
-#define MIN_STACK       (16 * 1024)
-#define MAX_STACK       ((size_t)1 << 30)
 #define DEFAULT_THREADS 10000
 
 _Atomic(struct schedt *) gmp__sched;
@@ -192,7 +190,7 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
         strlen(cfg->preempt_objects) >= GMP_PREEMPT_OBJECTS_MAX)
         return GMP_EINVAL;
     if (cfg->stack_size != 0 &&
-        (cfg->stack_size < MIN_STACK || cfg->stack_size > MAX_STACK))
+        (cfg->stack_size < GMP__MIN_STACK || cfg->stack_size > GMP__MAX_STACK))
         return GMP_EINVAL;
 
     out->procs = cfg->procs;
@@ -244,15 +242,6 @@ static unsigned gcd(unsigned a, unsigned b)
  * bigger guard catches bigger frames, and costs no mapping (it is advice
  * or one mprotect either way), only usable stack: 16 KiB of the default
  * 128. */
-static size_t guard_for(size_t stack_size)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t g = stack_size / 8;
-    if (g > 64 * 1024)
-        g = 64 * 1024;
-    g &= ~(page - 1);
-    return g < page ? page : g;
-}
 
 /* The scheduler and its Ps. */
 static void free_core(struct schedt *s)
@@ -296,7 +285,7 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     s->cpus = online_cpus();
     s->maxmcount = set->max_threads;
     s->stack_size = set->stack_size;
-    s->guard_size = guard_for(set->stack_size);
+    s->guard_size = gmp__guard_for(set->stack_size);
     s->schedtrace_ms = set->schedtrace_ms;
     s->scheddetail = set->scheddetail;
     s->start_ns = gmp__nanotime();

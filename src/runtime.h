@@ -64,6 +64,8 @@ enum swreason {
 /* The stack slot that gmp_config_t.stack_size 0 means (guard included):
  * Boost.Context's default. A stack cannot grow (docs/design.md). */
 #define GMP__DEFAULT_STACK (128 * 1024)
+#define GMP__MIN_STACK     (16 * 1024)         /* a stack_size, either way */
+#define GMP__MAX_STACK     ((size_t)1 << 30)
 
 /*
  * A goroutine stack: one mapping slot of sched.stack_size bytes,
@@ -78,6 +80,10 @@ struct gstack {
     char          *hi;              /* one past the highest: the slot's end */
     void          *tsan_fiber;      /* TSan builds: the fiber run on it */
     unsigned       vg_id;           /* valgrind's id for it (GMP_VALGRIND) */
+    size_t         own;             /* 0: a slot of a chunk; else a mapping
+                                       of this many bytes made for one
+                                       goroutine (gmp_go_attr), unmapped
+                                       when it ends */
 };
 
 static inline char *gstack_hi(struct gstack *s)
@@ -116,6 +122,9 @@ struct g {
      * run it. */
     uint32_t        locked;
     uintptr_t       asyncpc;        /* PC of the last async preemption */
+    /* gmp_go_attr's stack size (guard included, page-rounded); 0: the
+     * runtime's. Set before the G is queued, reset when it ends. */
+    size_t          stksize;
     /* The registers the preemption stub saved on the G's stack, while
      * the signal has it stopped (frame.h, GMP_APF_*); NULL otherwise.
      * Written by the G (relaxed atomic stores), read by gmp_dump. */
@@ -542,6 +551,13 @@ GMP_HIDDEN void gmp__goready(struct g *gp);
 
 /* ---- stack.c ------------------------------------------------------------ */
 GMP_HIDDEN struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp);
+/* A stack of size bytes (page-rounded, guard included) of its own, for a
+ * G started by gmp_go_attr; NULL when it cannot be mapped. gmp__stackfree
+ * unmaps it. Context: g0. */
+GMP_HIDDEN struct gstack *gmp__stackalloc_own(size_t size);
+/* The guard below a stack of stack_size bytes: an eighth, a page to
+ * 64 KiB. */
+GMP_HIDDEN size_t gmp__guard_for(size_t stack_size);
 GMP_HIDDEN void gmp__stackfree(struct schedt *s, struct p *pp,
                                struct gstack *st);
 GMP_HIDDEN void gmp__stacks_release(struct schedt *s);

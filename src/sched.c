@@ -985,7 +985,9 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
     if (!inherit)
         gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
     if (!gp->stk) {
-        struct gstack *stk = gmp__stackalloc(s, pp);
+        struct gstack *stk = GMP_LIKELY(!gp->stksize)
+                                 ? gmp__stackalloc(s, pp)
+                                 : gmp__stackalloc_own(gp->stksize);
         if (GMP_UNLIKELY(!stk))
             gmp__throw("out of memory: cannot allocate a goroutine stack");
         gmp__ctx_make(&gp->ctx, gstack_hi(stk), gentry, gp);
@@ -1111,10 +1113,16 @@ static void goexit0(struct schedt *s, struct m *mp, struct g *gp)
      * must not trip over them. */
     GMP_ASAN_UNPOISON(gp->ctx.sp,
                       (size_t)(gstack_hi(gp->stk) - (char *)gp->ctx.sp));
-    gmp__stackfree(s, pp, gp->stk);
-    /* Relaxed: a reader that still sees the old record reads bounds that
-     * never change. */
+    struct gstack *stk = gp->stk;
+    /* Relaxed: a reader that still sees a slot's record reads bounds that
+     * never change. A stack of the G's own is unmapped, record and all:
+     * the pointer goes first, so that a collector that has this thread
+     * suspended sees either both or neither (the fence: on this thread,
+     * in this order, for a signal handler). */
     __atomic_store_n(&gp->stk, NULL, __ATOMIC_RELAXED);
+    atomic_signal_fence(memory_order_seq_cst);
+    gmp__stackfree(s, pp, stk);
+    gp->stksize = 0;                /* the next G here has the runtime's */
     gp->m = NULL;
     /* Release: see gmp__live_goroutines for the order readers rely on. */
     gmp__owner_inc(&pp->nexited, memory_order_release);

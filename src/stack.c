@@ -358,6 +358,50 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
     return mine;
 }
 
+size_t gmp__guard_for(size_t stack_size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t g = stack_size / 8;
+    if (g > 64 * 1024)
+        g = 64 * 1024;
+    g &= ~(page - 1);
+    return g < page ? page : g;
+}
+
+/* A goroutine's own stack: one mapping, its guard by mprotect (a mapping
+ * of its own anyway), nothing cached. Rare by design: goroutines that
+ * need a size other than the runtime's. */
+struct gstack *gmp__stackalloc_own(size_t size)
+{
+    struct gstack *st = gmp__alloc(sizeof *st);
+    if (!st)
+        return NULL;
+    char *base = gmp__stack_map(size);
+    size_t guard = gmp__guard_for(size);
+    if (!base || mprotect(base, guard, PROT_NONE) != 0) {
+        gmp__stack_unmap(base, size);
+        gmp__free(st, sizeof *st);
+        return NULL;
+    }
+    st->lo = base + guard;
+    st->hi = base + size;
+    st->own = size;
+    st->tsan_fiber = GMP_TSAN_CREATE();
+    st->vg_id = VG_STACK_REGISTER(st->lo, gstack_hi(st));
+    return st;
+}
+
+static void stackfree_own(struct gstack *st)
+{
+    char *base = st->hi - st->own;
+    GMP_TSAN_DESTROY(st->tsan_fiber);
+    VG_STACK_DEREGISTER(st->vg_id);
+    /* The host's stack_free gets its memory back as it gave it. */
+    mprotect(base, (size_t)(st->lo - base), PROT_READ | PROT_WRITE);
+    gmp__stack_unmap(base, st->own);
+    gmp__free(st, sizeof *st);
+}
+
 /* Returns a stack for a G about to run for the first time, or NULL when
  * none can be had. Context: g0, owner of pp. Lock-free when pp's cache has
  * one (the steady state). */
@@ -383,6 +427,10 @@ struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp)
 /* Takes back the stack of a dead G. Context: g0 (not on st), owner of pp. */
 void gmp__stackfree(struct schedt *s, struct p *pp, struct gstack *st)
 {
+    if (GMP_UNLIKELY(st->own)) {
+        stackfree_own(st);
+        return;
+    }
     st->next = pp->sfree;
     pp->sfree = st;
     if (GMP_LIKELY(++pp->nsfree <= PCACHE_MAX))
@@ -442,10 +490,11 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         struct schedt *s = mp->sched;
         char *addr = si->si_addr;
         char *lo = gp->stk->lo;
+        size_t span = gp->stk->own ? gp->stk->own : s->stack_size;
         /* In the guard, or below it in the slot underneath: a frame
          * bigger than the guard that skipped it and then faulted on that
          * slot's guard is this goroutine's overflow too. */
-        if (addr < lo && addr >= lo - s->stack_size) {
+        if (addr < lo && addr >= lo - span) {
             gmp__fatal_begin("stack overflow in goroutine ");
             gmp__fatal_putn(gp->goid);
             gmp__fatal_puts("\n");

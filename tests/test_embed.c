@@ -618,6 +618,62 @@ static void test_stack_bounds_of_the_running_stack(void **state)
     assert_int_equal(sigaction(SIGUSR1, &old, NULL), 0);
 }
 
+/* A goroutine's own stack (gmp_go_attr) comes from stack_alloc, and goes
+ * back to stack_free when the goroutine ends, not at shutdown. */
+#define OWN_GS    100
+#define OWN_SIZE  ((size_t)256 * 1024)
+
+static gmp_chan_t *own_gate;
+static _Atomic int64_t own_in, own_out;
+
+static void own_parker(void *arg)
+{
+    (void)arg;
+    int v;
+    atomic_fetch_add(&own_in, 1);
+    G_CHECK(gmp_chan_recv(own_gate, &v) == 0);
+    atomic_fetch_add(&own_out, 1);
+}
+
+static void test_own_stacks_return_as_goroutines_end(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        hooks_reset();
+        bad_reset();
+        init_with_hooks(procs);
+        own_gate = gmp_chan_make(sizeof(int), 0);
+        assert_non_null(own_gate);
+        atomic_store(&own_in, 0);
+        atomic_store(&own_out, 0);
+        /* The runtime's own stacks, for the goroutine below and after. */
+        assert_int_equal(gmp_go(own_parker, NULL), 0);
+        int v = 0;
+        assert_int_equal(gmp_chan_send(own_gate, &v), 0);
+        assert_int_equal(h_wait_quiet(), 0);
+        int64_t base = atomic_load(&stack_live);
+        atomic_store(&own_in, 0);
+        atomic_store(&own_out, 0);
+        gmp_goattr_t attr = {.stack_size = OWN_SIZE};
+        for (int i = 0; i < OWN_GS; i++)
+            assert_int_equal(gmp_go_attr(own_parker, NULL, &attr), 0);
+        assert_int_equal(h_wait(&own_in, OWN_GS), 0);
+        assert_true(atomic_load(&stack_live) >=
+                    base + (int64_t)(OWN_GS * OWN_SIZE));
+        for (int i = 0; i < OWN_GS; i++)
+            assert_int_equal(gmp_chan_send(own_gate, &v), 0);
+        assert_int_equal(h_wait(&own_out, OWN_GS), 0);
+        assert_int_equal(h_wait_quiet(), 0);
+        /* Every own stack is back; a thread started meanwhile keeps its
+         * signal stack (tens of KiB) until shutdown. */
+        assert_true(atomic_load(&stack_live) - base < (int64_t)OWN_SIZE);
+        gmp_chan_free(own_gate);
+        assert_int_equal(gmp_shutdown(), 0);
+        assert_int_equal(atomic_load(&stack_live), 0);
+        ASSERT_NO_BAD();
+    }
+}
+
 static void test_stacks_foreach_bad_input(void **state)
 {
     (void)state;
@@ -637,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_stacks_foreach_finds_a_parked_value),
         cmocka_unit_test(test_stacks_foreach_while_goroutines_start),
         cmocka_unit_test(test_hooks_are_not_preempted),
+        cmocka_unit_test(test_own_stacks_return_as_goroutines_end),
     };
     return cmocka_run_group_tests_name("embed", t, NULL, NULL);
 }

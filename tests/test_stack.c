@@ -65,6 +65,8 @@ struct ovf {
     int procs;
     bool use_main;                  /* gmp_main, else gmp_init + gmp_go */
     int (*fn)(int);                 /* NULL: deep */
+    size_t own;                     /* nonzero: the overflowing goroutine's
+                                       own stack size (gmp_go_attr) */
 };
 
 static void overflow_child(void *arg)
@@ -84,7 +86,8 @@ static void overflow_child(void *arg)
         _exit(4);
     for (int i = 0; i < 5; i++)     /* so the id is not simply 1 */
         gmp_go(idle_fn, NULL);
-    gmp_go(overflow_fn, NULL);
+    gmp_goattr_t attr = {.stack_size = o->own};
+    gmp_go_attr(overflow_fn, NULL, &attr);
     for (;;)                        /* the abort ends this; h_fork's */
         pause();                    /* deadline kills a child that hangs */
 }
@@ -117,28 +120,132 @@ static void skip_under_asan(void)
 static void test_stack_overflow_in_main_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {0, 1, true, NULL};
+    struct ovf o = {0, 1, true, NULL, 0};
     check_overflow(&o);
 }
 
 static void test_stack_overflow_in_goroutine_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {0, 2, false, NULL};
+    struct ovf o = {0, 2, false, NULL, 0};
     check_overflow(&o);
+}
+
+/* A stack of the goroutine's own, bigger or smaller than the runtime's,
+ * has its guard too. */
+static void test_stack_overflow_of_own_stack_reports_id(void **state)
+{
+    skip_under_asan();
+    struct ovf big = {0, 2, false, NULL, 1024 * 1024};
+    check_overflow(&big);
+    struct ovf small = {0, 1, false, NULL, 32 * 1024};
+    check_overflow(&small);
+}
+
+/* ---- Stacks of a goroutine's own (gmp_go_attr) ----------------------------- */
+
+#define OWN_GS 200
+
+static _Atomic int64_t own_done, own_bad;
+static gmp_chan_t *own_gate;
+
+/* Uses depth bytes of stack (deep's frames are over 512 bytes), after
+ * waiting at the gate so that many such stacks are alive at once. */
+__attribute__((noinline)) static int descend(int left)
+{
+    volatile char buf[1024];
+    buf[0] = (char)left;
+    if (left <= 0)
+        return buf[0];
+    int r = descend(left - 1);
+    return r + buf[0];
+}
+
+static void own_goroutine(void *arg)
+{
+    size_t size = (size_t)(uintptr_t)arg;
+    void *lo, *hi;
+    int v;
+    /* The guard: an eighth, a page to 64 KiB (gmp_config_t.stack_size). */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t guard = size / 8 > 64 * 1024 ? 64 * 1024 : size / 8;
+    guard &= ~(page - 1);
+    if (guard < page)
+        guard = page;
+    if (gmp_chan_recv(own_gate, &v) != 0 ||
+        gmp_stack_bounds(&lo, &hi) != 0 ||
+        (size_t)((char *)hi - (char *)lo) != size - guard)
+        atomic_fetch_add(&own_bad, 1);
+    /* Half of it: more than the runtime's 128 KiB for the big ones. */
+    descend((int)(size / 2 / 1100));
+    atomic_fetch_add(&own_done, 1);
+}
+
+static void test_stack_own_sizes(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {16 * 1024, 64 * 1024, 1024 * 1024, 0};
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        gmp_config_t cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.procs = procs;
+        assert_int_equal(gmp_init(&cfg), 0);
+        own_gate = gmp_chan_make(sizeof(int), 0);
+        assert_non_null(own_gate);
+        atomic_store(&own_done, 0);
+        atomic_store(&own_bad, 0);
+        for (int i = 0; i < OWN_GS; i++) {
+            size_t sz = sizes[i % 4];
+            gmp_goattr_t attr = {.stack_size = sz};
+            assert_int_equal(gmp_go_attr(own_goroutine,
+                                         (void *)(uintptr_t)(sz ? sz
+                                                               : 128 * 1024),
+                                         &attr), 0);
+        }
+        for (int i = 0; i < OWN_GS; i++) {
+            int v = i;
+            assert_int_equal(gmp_chan_send(own_gate, &v), 0);
+        }
+        assert_int_equal(h_wait(&own_done, OWN_GS), 0);
+        assert_int_equal(atomic_load(&own_bad), 0);
+        assert_int_equal(h_wait_quiet(), 0);
+        gmp_chan_free(own_gate);
+        assert_int_equal(gmp_shutdown(), 0);
+    }
+}
+
+static void noop(void *arg)
+{
+    (void)arg;
+}
+
+static void test_stack_own_bad_input(void **state)
+{
+    (void)state;
+    gmp_goattr_t attr = {.stack_size = 1000};
+    assert_int_equal(gmp_go_attr(noop, NULL, &attr), GMP_EINVAL);
+    attr.stack_size = (size_t)2 << 30;
+    assert_int_equal(gmp_go_attr(noop, NULL, &attr), GMP_EINVAL);
+    attr.stack_size = 0;
+    attr.reserved_[1] = 1;
+    assert_int_equal(gmp_go_attr(noop, NULL, &attr), GMP_EINVAL);
+    attr.reserved_[1] = 0;
+    assert_int_equal(gmp_go_attr(NULL, NULL, &attr), GMP_EINVAL);
+    assert_int_equal(gmp_go_attr(noop, NULL, &attr), GMP_EPERM);  /* none */
+    assert_int_equal(gmp_go_attr(noop, NULL, NULL), GMP_EPERM);
 }
 
 static void test_stack_overflow_small_stack_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {64 * 1024, 2, false, NULL};
+    struct ovf o = {64 * 1024, 2, false, NULL, 0};
     check_overflow(&o);
 }
 
 static void test_stack_overflow_big_stack_reports_id(void **state)
 {
     skip_under_asan();
-    struct ovf o = {4 << 20, 1, true, NULL};
+    struct ovf o = {4 << 20, 1, true, NULL, 0};
     check_overflow(&o);
 }
 
@@ -183,7 +290,7 @@ static void check_frames(int (*fn)(int), const char *name)
     static const int procs[] = {1, 2, 4};
     for (int i = 0; i < 3; i++) {
         print_message("%s, procs=%d\n", name, procs[i]);
-        struct ovf o = {0, procs[i], i == 0, fn};
+        struct ovf o = {0, procs[i], i == 0, fn, 0};
         check_overflow(&o);
     }
 }
@@ -628,6 +735,9 @@ int main(void)
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_stack_overflow_in_main_reports_id),
         cmocka_unit_test(test_stack_overflow_in_goroutine_reports_id),
+        cmocka_unit_test(test_stack_overflow_of_own_stack_reports_id),
+        cmocka_unit_test(test_stack_own_sizes),
+        cmocka_unit_test(test_stack_own_bad_input),
         cmocka_unit_test(test_stack_overflow_small_stack_reports_id),
         cmocka_unit_test(test_stack_overflow_big_stack_reports_id),
         cmocka_unit_test(test_stack_overflow_by_frames_without_probes),
