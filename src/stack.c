@@ -20,7 +20,7 @@
  * only when the runtime is freed.
  *
  * Overflow: a fault inside the current G's guard, or below it within one
- * slot (a frame that jumped the guard and hit the next one), is reported
+ * slot where the G's own frame reached (is_overflow), is reported
  *   gmprt: fatal error: stack overflow in goroutine N
  * by a SIGSEGV/SIGBUS handler running on the M's alternate signal stack;
  * any other fault goes to the handler that was installed before ours
@@ -33,6 +33,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -482,19 +483,66 @@ void gmp__stacks_release(struct schedt *s)
  * before us, restored when the runtime stops. */
 static struct sigaction old_segv, old_bus;
 
+/* The stack pointer of the code a signal interrupted. */
+static char *uc_sp(const void *uc)
+{
+    const ucontext_t *u = uc;
+#if defined(__x86_64__)
+    return (char *)(uintptr_t)u->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+    return (char *)(uintptr_t)u->uc_mcontext.sp;
+#endif
+}
+
+/* Bytes below the stack pointer that code may use without moving it: the
+ * x86-64 SysV red zone (arm64 has none). */
+#if defined(__x86_64__)
+#define RED_ZONE 128
+#else
+#define RED_ZONE 0
+#endif
+
+/*
+ * Whether a fault at addr is gp's stack overflow. In its guard it always
+ * is: that is the runtime's own memory. Below the guard, within one slot,
+ * it is when a frame bigger than the guard skipped it: the code that
+ * faulted then ran on gp's stack (not on the thread's own stack or its
+ * signal stack) and wrote into its own frame, at or above its stack
+ * pointer (less the red zone), which therefore lies below the stack too.
+ * Otherwise the address is only a neighbour's: the slot underneath is
+ * another goroutine's stack, never faulting outside its guard, except
+ * below the lowest slot of a chunk or a goroutine's own stack
+ * (gmp_go_attr), where memory that is not the runtime's may sit. A
+ * fault there is its owner's to handle (libgc's incremental mode
+ * write-protects its heap and takes the faults of the first writes), and
+ * goes down the chain. Context: the SIGSEGV/SIGBUS handler, on the
+ * faulting thread.
+ */
+static bool is_overflow(struct m *mp, struct g *gp, const char *addr,
+                        const void *uc)
+{
+    const struct gstack *st = gp->stk;
+    size_t span = st->own ? st->own : mp->sched->stack_size;
+    const char *lo = st->lo, *base = st->hi - span;     /* the guard's */
+    if (addr >= lo || addr < lo - span)
+        return false;
+    if (addr >= base)
+        return true;
+    const char *sp = uc_sp(uc);
+    const char *alt = mp->altstack;
+    if ((sp >= alt && sp < alt + mp->altstack_size) ||
+        (sp >= mp->g0lo && sp < mp->g0hi))
+        return false;
+    return sp <= addr + RED_ZONE;
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     struct m *mp = gmp__getm();
     struct g *gp = mp ? mp->curg : NULL;
     if (gp && gp->stk) {
         struct schedt *s = mp->sched;
-        char *addr = si->si_addr;
-        char *lo = gp->stk->lo;
-        size_t span = gp->stk->own ? gp->stk->own : s->stack_size;
-        /* In the guard, or below it in the slot underneath: a frame
-         * bigger than the guard that skipped it and then faulted on that
-         * slot's guard is this goroutine's overflow too. */
-        if (addr < lo && addr >= lo - span) {
+        if (is_overflow(mp, gp, si->si_addr, uc)) {
             gmp__fatal_begin("stack overflow in goroutine ");
             gmp__fatal_putn(gp->goid);
             gmp__fatal_puts("\n");

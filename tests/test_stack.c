@@ -92,21 +92,28 @@ static void overflow_child(void *arg)
         pause();                    /* deadline kills a child that hangs */
 }
 
+/* The child said its id (say_id) and died of the overflow report that
+ * names it. */
+static void assert_overflow_reported(const struct h_child *res)
+{
+    h_assert_killed_by(res, SIGABRT);
+    unsigned long long id = 0;
+    assert_int_equal(sscanf(res->out, "id=%llu", &id), 1);
+    assert_true(id != 0);
+    char want[128];
+    snprintf(want, sizeof want,
+             "gmprt: fatal error: stack overflow in goroutine %llu", id);
+    if (!h_has_line(res->err, want))
+        print_error("stderr lacks \"%s\":\n%s\n", want, res->err);
+    assert_true(h_has_line(res->err, want));
+}
+
 static void check_overflow(struct ovf *o)
 {
     struct h_child res;
     assert_int_equal(h_fork(overflow_child, o, &res), 0);
     print_message("child stdout: %s", res.out);
-    h_assert_killed_by(&res, SIGABRT);
-    unsigned long long id = 0;
-    assert_int_equal(sscanf(res.out, "id=%llu", &id), 1);
-    assert_true(id != 0);
-    char want[128];
-    snprintf(want, sizeof want,
-             "gmprt: fatal error: stack overflow in goroutine %llu", id);
-    if (!h_has_line(res.err, want))
-        print_error("stderr lacks \"%s\":\n%s\n", want, res.err);
-    assert_true(h_has_line(res.err, want));
+    assert_overflow_reported(&res);
 }
 
 static void skip_under_asan(void)
@@ -312,6 +319,174 @@ static void test_stack_overflow_by_frames_with_probes(void **state)
     print_message("the compiler has no -fstack-clash-protection\n");
     skip();
 #endif
+}
+
+/* ---- Faults below a stack mapping ---------------------------------------- */
+
+/* Below the lowest slot of a chunk, and below a goroutine's own stack
+ * (gmp_go_attr), lies memory that need not be the runtime's: with
+ * stack_alloc, whatever the host mapped there. A fault in it is an
+ * overflow only when the goroutine's own frame reached it; a write by
+ * code running well inside its stack (libgc's collector writing to a page
+ * of its heap that it protected, in incremental mode) is the host's
+ * fault, for the handler the program installed. Here each stack mapping
+ * gets 64 KiB of the program's own read-only memory right below it, whose
+ * faults the program's SIGSEGV handler fixes. The main goroutine, which
+ * gets the first slot of the first chunk, writes to it, or overflows into
+ * it with one 131 KiB frame built without probes; or a goroutine with a
+ * stack of its own writes below that. */
+#define HOST_BELOW ((size_t)64 * 1024)
+#define OWN_STACK  ((size_t)192 * 1024)
+
+enum below_mode { BELOW_WRITE, BELOW_OVERFLOW, BELOW_OWN_WRITE };
+
+static struct {
+    char *_Atomic lo[64];       /* the program's regions, HOST_BELOW each */
+    _Atomic int n;
+    _Atomic int fixed;          /* faults the program's handler fixed */
+    gmp_wg_t wg;
+} below;
+
+struct below_arg {
+    enum below_mode mode;
+    int procs;
+};
+
+static void *below_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    char *raw = mmap(NULL, size + HOST_BELOW, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    int i = atomic_fetch_add(&below.n, 1);
+    if (raw == MAP_FAILED || i >= 64)
+        return NULL;
+    mprotect(raw, HOST_BELOW, PROT_READ);
+    atomic_store(&below.lo[i], raw);
+    return raw + HOST_BELOW;
+}
+
+static void below_free(void *p, size_t size, void *ctx)
+{
+    (void)ctx;
+    munmap((char *)p - HOST_BELOW, size + HOST_BELOW);
+}
+
+static void below_segv(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    char *a = si->si_addr;
+    int n = atomic_load(&below.n);
+    for (int i = 0; i < n && i < 64; i++) {
+        char *r = atomic_load(&below.lo[i]);
+        if (r && a >= r && a < r + HOST_BELOW) {
+            mprotect(r, HOST_BELOW, PROT_READ | PROT_WRITE);
+            atomic_fetch_add(&below.fixed, 1);
+            return;
+        }
+    }
+    signal(sig, SIG_DFL);           /* not ours: dies as it runs again */
+}
+
+/* The host's mapping whose guard lies at the bottom of the caller's
+ * stack: the caller has its lowest slot, or all of it. */
+static char *mapping_of_mine(void)
+{
+    void *lo, *hi;
+    if (gmp_stack_bounds(&lo, &hi) != 0)
+        _exit(5);
+    int n = atomic_load(&below.n);
+    for (int i = 0; i < n && i < 64; i++) {
+        char *r = atomic_load(&below.lo[i]);
+        char *m = r ? r + HOST_BELOW : NULL;
+        if (m && (char *)lo > m && (char *)lo <= m + 64 * 1024)
+            return m;               /* lo is past a guard at its bottom */
+    }
+    dprintf(1, "not at the bottom of a mapping\n");
+    _exit(6);
+}
+
+static void below_write(void *arg)
+{
+    (void)arg;
+    *(volatile char *)(mapping_of_mine() - 4096) = 9;
+    dprintf(1, "wrote, %d fixed\n", atomic_load(&below.fixed));
+    gmp_wg_done(&below.wg);
+}
+
+static void below_fn(void *arg)
+{
+    enum below_mode mode = *(enum below_mode *)arg;
+    if (mode == BELOW_OVERFLOW) {
+        mapping_of_mine();
+        say_id();
+        noclash_big_131(0);
+        _exit(98);
+    }
+    gmp_wg_add(&below.wg, 1);
+    if (mode == BELOW_WRITE) {
+        below_write(NULL);
+    } else {
+        gmp_goattr_t attr = {.stack_size = OWN_STACK};
+        if (gmp_go_attr(below_write, NULL, &attr) != 0)
+            _exit(7);
+    }
+    gmp_wg_wait(&below.wg);
+}
+
+static void below_child(void *arg)
+{
+    struct below_arg *a = arg;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = below_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = a->procs;
+    cfg.stack_alloc = below_alloc;
+    cfg.stack_free = below_free;
+    gmp_main(below_fn, &a->mode, &cfg);
+    _exit(0);
+}
+
+static void check_below_write(enum below_mode mode)
+{
+    skip_under_asan();
+    static const int procs[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        struct below_arg a = {mode, procs[i]};
+        struct h_child res;
+        assert_int_equal(h_fork(below_child, &a, &res), 0);
+        h_child_exited(&res, 0, procs[i]);
+        if (!h_has_line(res.out, "wrote, 1 fixed"))
+            print_error("procs=%d: stdout:\n%s\nstderr:\n%s\n", procs[i],
+                        res.out, res.err);
+        assert_true(h_has_line(res.out, "wrote, 1 fixed"));
+    }
+}
+
+static void test_stack_fault_below_a_chunk_is_the_programs(void **state)
+{
+    check_below_write(BELOW_WRITE);
+}
+
+static void test_stack_fault_below_an_own_stack_is_the_programs(void **state)
+{
+    check_below_write(BELOW_OWN_WRITE);
+}
+
+static void test_stack_overflow_below_a_chunk_is_reported(void **state)
+{
+    skip_under_asan();
+    static const int procs[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        struct below_arg a = {BELOW_OVERFLOW, procs[i]};
+        struct h_child res;
+        assert_int_equal(h_fork(below_child, &a, &res), 0);
+        assert_overflow_reported(&res);
+    }
 }
 
 /* ---- Usable size, alignment, fp control --------------------------------- */
@@ -742,6 +917,9 @@ int main(void)
         cmocka_unit_test(test_stack_overflow_big_stack_reports_id),
         cmocka_unit_test(test_stack_overflow_by_frames_without_probes),
         cmocka_unit_test(test_stack_overflow_by_frames_with_probes),
+        cmocka_unit_test(test_stack_fault_below_a_chunk_is_the_programs),
+        cmocka_unit_test(test_stack_fault_below_an_own_stack_is_the_programs),
+        cmocka_unit_test(test_stack_overflow_below_a_chunk_is_reported),
         cmocka_unit_test(test_stack_three_quarters_usable),
         cmocka_unit_test(test_stack_aligned_16),
         cmocka_unit_test(test_stack_fp_control_is_per_goroutine),
