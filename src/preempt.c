@@ -787,13 +787,9 @@ void gmp__preempt_setup(struct schedt *s, bool async, const char *objs)
     if (!async || !arch_setup() || !scan_setup(objs))
         return;
     preempt_pid = getpid();
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigurg;
     /* On the M's signal stack: the G's stack gets only the stub's frame. */
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(PREEMPT_SIG, &sa, &old_urg) != 0)
+    if (gmp__sig_take(PREEMPT_SIG, on_sigurg, SA_ONSTACK | SA_RESTART,
+                      &old_urg) != 0)
         return;
     urg_installed = true;
     /* Relaxed: see its declaration. */

@@ -1,8 +1,11 @@
 /*
- * sigchain.c - gmp__sig_chain: the program's disposition, called as the
- * kernel would have called it (sigchain.h has the rules). Async-signal-safe
- * throughout: sigaction, pthread_sigmask and tgkill only.
+ * sigchain.c - gmp__sig_take and gmp__sig_chain: the runtime's handler in
+ * the program's place, and the program's disposition, called as the
+ * kernel would have called it (sigchain.h has the rules). The chain is
+ * async-signal-safe throughout: sigaction, pthread_sigmask and tgkill
+ * only.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -37,6 +40,23 @@ static void take_default(int sig, const siginfo_t *si)
     sigaction(sig, &dfl, NULL);
     if (!is_fault(sig, si))
         syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+}
+
+int gmp__sig_take(int sig, void (*fn)(int, siginfo_t *, void *), int flags,
+                  struct sigaction *old)
+{
+    struct sigaction sa;
+    if (sigaction(sig, NULL, old) != 0)
+        return -errno;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fn;
+    sa.sa_flags = flags | SA_SIGINFO;
+    /* SIG_DFL and SIG_IGN carry no mask worth keeping. */
+    if (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN)
+        sigemptyset(&sa.sa_mask);
+    else
+        sa.sa_mask = old->sa_mask;
+    return sigaction(sig, &sa, old) == 0 ? 0 : -errno;
 }
 
 void gmp__sig_chain(int sig, siginfo_t *si, void *uc, struct sigaction *old)

@@ -21,6 +21,17 @@
 
 #include "runtime.h"
 
+/* Installs fn(sig, si, uc) for sig with flags (SA_SIGINFO is added) and
+ * saves the program's disposition in *old. fn runs with the program's
+ * handler's sa_mask blocked from the moment the kernel delivers sig, as
+ * that handler would have: a signal it keeps out (libgc's handler for its
+ * write faults keeps out its stop-the-world signal) must not land in the
+ * runtime's handler either, before or after the chain, where it would
+ * find sig blocked, which the kernel never does to it. Returns 0 or
+ * -errno. Context: starting a runtime. */
+GMP_HIDDEN int gmp__sig_take(int sig, void (*fn)(int, siginfo_t *, void *),
+                             int flags, struct sigaction *old);
+
 /* Delivers sig to the saved disposition *old as the kernel would have
  * (see above). May write *old (SA_RESETHAND). Returns when the program's
  * handler returns, or at once; for a default action that kills, it may

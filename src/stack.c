@@ -555,19 +555,12 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 
 int gmp__signals_install(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGSEGV, &sa, &old_segv) != 0)
-        return -errno;
-    if (sigaction(SIGBUS, &sa, &old_bus) != 0) {
-        int e = -errno;
-        sigaction(SIGSEGV, &old_segv, NULL);
+    int e = gmp__sig_take(SIGSEGV, on_fault, SA_ONSTACK, &old_segv);
+    if (e != 0)
         return e;
-    }
-    return 0;
+    if ((e = gmp__sig_take(SIGBUS, on_fault, SA_ONSTACK, &old_bus)) != 0)
+        sigaction(SIGSEGV, &old_segv, NULL);
+    return e;
 }
 
 void gmp__signals_restore(void)

@@ -645,12 +645,7 @@ static void on_quit(int sig, siginfo_t *si, void *uc)
 
 int gmp__sigquit_install(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_quit;
-    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGQUIT, &sa, &old_quit) != 0)
+    if (gmp__sig_take(SIGQUIT, on_quit, SA_ONSTACK, &old_quit) != 0)
         return GMP_EINVAL;
     quit_installed = true;
     return 0;
