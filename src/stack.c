@@ -589,11 +589,18 @@ int gmp__altstack_setup(struct m *mp)
     void *mem = gmp__stack_map(size);
     if (!mem)
         return GMP_ENOMEM;
-    stack_t ss = {.ss_sp = mem, .ss_size = size, .ss_flags = 0};
-    if (sigaltstack(&ss, &mp->oldss) != 0) {
+    stack_t ss = {.ss_sp = mem, .ss_size = size, .ss_flags = 0}, old;
+    /* The old one into a local first: the kernel cannot write to the M's
+     * record, the host's memory, while the host has it write-protected
+     * (a collector's heap in incremental mode). It would fail with EFAULT
+     * with the new stack already installed, leaving the thread a signal
+     * stack that the failure path unmapped. A store of ours faults and is
+     * handled. */
+    if (sigaltstack(&ss, &old) != 0) {
         gmp__stack_unmap(mem, size);
         return GMP_ENOMEM;
     }
+    mp->oldss = old;
     mp->altstack = mem;
     mp->altstack_size = size;
     return 0;

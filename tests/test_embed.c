@@ -537,6 +537,114 @@ static void test_hooks_are_not_preempted(void **state)
     }
 }
 
+/* ---- Memory the host write-protects -------------------------------------- */
+
+/*
+ * A collector may write-protect the memory it serves mem_alloc from at any
+ * moment and make a page writable again when a store faults there (libgc's
+ * incremental mode). The runtime's stores fault and go on; a system call
+ * that writes there fails with EFAULT instead, so the runtime must not
+ * pass its records to the kernel to write. This host serves mem_alloc
+ * from one arena, never reused, and protects all of it after every
+ * allocation, of objects or of stacks (an M's signal stack comes right
+ * before the M stores its old one: sigaltstack into the M's record made
+ * the thread die of its next fault). The workload above runs on it, in a
+ * child: a runtime that lets the kernel write there dies.
+ */
+#define WP_ARENA ((size_t)1 << 30)
+
+static struct {
+    char *base;
+    _Atomic size_t used;
+    _Atomic int64_t faults;
+    long page;
+} wp;
+
+static void wp_protect(void)
+{
+    mprotect(wp.base, WP_ARENA, PROT_READ);
+}
+
+static void *wp_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    size = (size + 63) & ~(size_t)63;
+    size_t at = atomic_fetch_add(&wp.used, size);
+    if (at + size > WP_ARENA)
+        return NULL;
+    wp_protect();
+    return wp.base + at;
+}
+
+static void wp_free(void *p, size_t size, void *ctx)
+{
+    (void)p, (void)size, (void)ctx;
+}
+
+static void *wp_stack_alloc(size_t size, void *ctx)
+{
+    void *p = count_stack_alloc(size, ctx);
+    wp_protect();
+    return p;
+}
+
+static void wp_segv(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    char *a = si->si_addr;
+    if (a < wp.base || a >= wp.base + WP_ARENA) {
+        signal(sig, SIG_DFL);       /* not the host's: dies as it reruns */
+        return;
+    }
+    char *page = (char *)((uintptr_t)a & ~(uintptr_t)(wp.page - 1));
+    mprotect(page, (size_t)wp.page, PROT_READ | PROT_WRITE);
+    atomic_fetch_add(&wp.faults, 1);
+}
+
+static void wp_child(void *arg)
+{
+    wp.page = sysconf(_SC_PAGESIZE);
+    wp.base = mmap(NULL, WP_ARENA, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (wp.base == MAP_FAILED)
+        _exit(3);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = wp_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = (int)(intptr_t)arg;
+    cfg.mem_alloc = wp_alloc;
+    cfg.mem_free = wp_free;
+    cfg.stack_alloc = wp_stack_alloc;
+    cfg.stack_free = count_stack_free;
+    if (gmp_init(&cfg) != 0)
+        _exit(4);
+    workload();
+    if (gmp_shutdown() != 0)
+        _exit(5);
+    dprintf(1, "faults %lld\n", (long long)atomic_load(&wp.faults));
+    _exit(0);
+}
+
+static void test_hooks_memory_the_host_write_protects(void **state)
+{
+    (void)state;
+    for (int procs = 1; procs <= 4; procs *= 2) {
+        struct h_child res;
+        assert_int_equal(h_fork(wp_child, (void *)(intptr_t)procs, &res), 0);
+        h_child_exited(&res, 0, procs);
+        long long faults = 0;
+        assert_int_equal(sscanf(res.out, "faults %lld", &faults), 1);
+        print_message("procs=%d: %lld stores faulted and went on\n", procs,
+                      faults);
+        assert_true(faults > 0);
+    }
+}
+
 /* ---- gmp_stack_bounds ------------------------------------------------------ */
 
 #define SB_GS 16
@@ -694,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_stacks_foreach_while_goroutines_start),
         cmocka_unit_test(test_hooks_are_not_preempted),
         cmocka_unit_test(test_own_stacks_return_as_goroutines_end),
+        cmocka_unit_test(test_hooks_memory_the_host_write_protects),
     };
     return cmocka_run_group_tests_name("embed", t, NULL, NULL);
 }
