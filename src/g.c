@@ -20,21 +20,30 @@
 #define GFREE_MAX   64
 #define GSLAB_COUNT 256            /* Gs a P takes from a chunk at once */
 #define GCHUNK_BYTES (2u << 20)   /* one huge page */
+#define GCHUNK_HOOK_BYTES (64u << 10)   /* from mem_alloc: see gchunk_new */
 #define GOID_BATCH  16
 
 /* Maps a new chunk of zeroed Gs, 2 MiB-aligned and marked for transparent
  * huge pages: a burst of a million spawns then takes a few dozen page
  * faults instead of tens of thousands (a first-touch fault costs
- * microseconds on a VM). Context: holds gflock. */
+ * microseconds on a VM). From the host's mem_alloc a chunk is 64 KiB
+ * instead: the host decides about pages, and a host that scans what it
+ * hands out (a collector's uncollectable heap, gmprt.h) reads all of a
+ * chunk at every collection, used or not. With 2 MiB, 1,000 goroutines
+ * under libgc spent a third of each collection reading the unused Gs of
+ * their chunk (examples/gc_boehm.c, 20 runs of 100 collections at procs
+ * 1: 2.5-3.4 s against 1.5-2.0 on a loaded 2-CPU machine). Context:
+ * holds gflock. */
 static bool gchunk_new(struct schedt *s)
 {
-    size_t len = GCHUNK_BYTES;
     char *base;
+    size_t len;
     if (gmp__hooks.mem_alloc) {
-        /* The host's memory: it decides about pages. */
+        len = GCHUNK_HOOK_BYTES;
         if (!(base = gmp__alloc(len)))
             return false;
     } else {
+        len = GCHUNK_BYTES;
         char *raw = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (raw == MAP_FAILED)
