@@ -136,7 +136,14 @@ typedef struct gmp_config {
      *   (goroutine records with gmp_go's argument, channel buffers,
      *   timers) comes from mem_alloc: a collector that serves it with
      *   memory it scans but never frees on its own (libgc:
-     *   GC_MALLOC_UNCOLLECTABLE) sees those pointers as roots. */
+     *   GC_MALLOC_UNCOLLECTABLE) sees those pointers as roots. Such a
+     *   host may write-protect that memory and take the fault of the
+     *   next store (libgc's incremental mode): the runtime hands every
+     *   fault that is no stack overflow to the SIGSEGV handler the
+     *   program had before the runtime started, and never has the kernel
+     *   write there. The hooks that run on a runtime thread's own stack
+     *   run where gmp_stacks_foreach does not look. examples/gc_boehm.c
+     *   has the whole recipe for libgc. */
     void  (*thread_start)(void *ctx);
     void  (*thread_stop)(void *ctx);
     void *(*mem_alloc)(size_t size, void *ctx);
