@@ -1,9 +1,10 @@
 /*
  * harness.h - what every gmprt test shares: cmocka, deadline-bounded waits,
  * group fixtures that start a runtime with a given number of Ps, the
- * sanitizer scale, a forked-child runner for promised crashes, checks
- * made off the test thread (G_CHECK), plain threads (th_start), and a
- * wait for the whole process to be still (h_still).
+ * sanitizer scale, a signal handler's install (h_handle), a forked-child
+ * runner for promised crashes, checks made off the test thread
+ * (G_CHECK), plain threads (th_start), and a wait for the whole process
+ * to be still (h_still).
  *
  * Rules the tests follow (STYLE.md, "Tests"):
  *   - Assert on the test's own thread only. A cmocka assert longjmps to
@@ -279,6 +280,24 @@ static H_UNUSED int h_down(void **state)
     assert_int_equal(gmp_shutdown(), 0);
     assert_int_equal(gmp_procs(), 0);
     return 0;
+}
+
+/* ---- Signals ------------------------------------------------------------ */
+
+/* Installs fn as sig's handler, with SA_SIGINFO and flags, and with
+ * also_blocked (0: none) blocked while it runs. Returns sigaction's
+ * result. */
+static H_UNUSED int h_handle(int sig, void (*fn)(int, siginfo_t *, void *),
+                             int flags, int also_blocked)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = fn;
+    sa.sa_flags = SA_SIGINFO | flags;
+    sigemptyset(&sa.sa_mask);
+    if (also_blocked)
+        sigaddset(&sa.sa_mask, also_blocked);
+    return sigaction(sig, &sa, NULL);
 }
 
 /* ---- Forked children ---------------------------------------------------- */

@@ -608,12 +608,7 @@ static void wp_child(void *arg)
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (wp.base == MAP_FAILED)
         _exit(3);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = wp_segv;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, NULL);
+    h_handle(SIGSEGV, wp_segv, 0, 0);
     gmp_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.procs = (int)(intptr_t)arg;

@@ -155,25 +155,28 @@ static void touch_twice(void *arg)
     atomic_fetch_add(&g_done, 1);
 }
 
+/* In a child: starts a runtime at procs, runs fn as a goroutine and waits
+ * until it counts g_done. */
+static void run_in_child(int procs, void (*fn)(void *))
+{
+    atomic_store(&g_done, 0);
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = procs;
+    if (gmp_init(&cfg) != 0 || gmp_go(fn, NULL) != 0)
+        _exit(3);
+    while (atomic_load(&g_done) == 0)
+        sched_yield();
+}
+
 static void resethand_child(void *arg)
 {
     int procs = (int)(intptr_t)arg;
     page_size = (size_t)sysconf(_SC_PAGESIZE);
     fault_page = mmap(NULL, page_size, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = segv_info;
-    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGSEGV, &sa, NULL);
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = procs;
-    if (gmp_init(&cfg) != 0 || gmp_go(touch_twice, NULL) != 0)
-        _exit(3);
-    while (atomic_load(&g_done) == 0)
-        sched_yield();
+    h_handle(SIGSEGV, segv_info, SA_RESETHAND, 0);
+    run_in_child(procs, touch_twice);
     _exit(4);
 }
 
@@ -184,13 +187,7 @@ static void dfl_child(void *arg)
     fault_page = mmap(NULL, page_size, PROT_NONE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     signal(SIGSEGV, arg ? SIG_IGN : SIG_DFL);
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = 2;
-    if (gmp_init(&cfg) != 0 || gmp_go(touch_page, NULL) != 0)
-        _exit(3);
-    while (atomic_load(&g_done) == 0)
-        sched_yield();
+    run_in_child(2, touch_page);
     _exit(4);
 }
 
@@ -249,22 +246,9 @@ static void masked_child(void *arg)
     fault_page = mmap(NULL, 2 * page_size, PROT_READ,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     second_page = fault_page + page_size;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = segv_unprotect;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGUSR1);
-    sigaction(SIGSEGV, &sa, NULL);
+    h_handle(SIGSEGV, segv_unprotect, 0, SIGUSR1);
     signal(SIGUSR1, usr1_write);
-    atomic_store(&g_done, 0);
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = (int)(intptr_t)arg;
-    if (gmp_init(&cfg) != 0 || gmp_go(touch_page, NULL) != 0)
-        _exit(3);
-    while (atomic_load(&g_done) == 0)
-        sched_yield();
+    run_in_child((int)(intptr_t)arg, touch_page);
     dprintf(1, "usr1 segv blocked %d, pages %d %d\n",
             atomic_load(&usr1_segv_blocked), fault_page[0], second_page[0]);
     _exit(0);
