@@ -106,7 +106,16 @@ struct g {
     int64_t         waitsince;      /* sched.coarse_ns when it parked */
     const char     *label;          /* gmp_set_label's; NULL: none. Read
                                        by dumps with relaxed atomics */
-    void           *asan_fake;      /* ASan builds: fake stack save slot */
+    /* Two uses, one after the other, in 8 bytes: a G is two cache lines
+     * exactly. stksize: gmp_go_attr's stack size (guard included,
+     * page-rounded), 0 for the runtime's; set before the G is queued, read
+     * when its stack is bound, zeroed when it ends. asan_fake: ASan
+     * builds' fake-stack save slot, written at each switch away from a G
+     * that has run, before anything reads it. */
+    union {
+        size_t      stksize;
+        void       *asan_fake;
+    };
     /* Preemption (preempt.c). All written only on the thread running the
      * G (by its own code or by the signal handler interrupting it). */
     uint32_t        preemptoff;     /* no preemption while nonzero:
@@ -122,9 +131,6 @@ struct g {
      * run it. */
     uint32_t        locked;
     uintptr_t       asyncpc;        /* PC of the last async preemption */
-    /* gmp_go_attr's stack size (guard included, page-rounded); 0: the
-     * runtime's. Set before the G is queued, reset when it ends. */
-    size_t          stksize;
     /* The registers the preemption stub saved on the G's stack, while
      * the signal has it stopped (frame.h, GMP_APF_*); NULL otherwise.
      * Written by the G (relaxed atomic stores), read by gmp_dump. */
@@ -135,6 +141,10 @@ struct g {
      * written on its thread, read by others only while it is queued. */
     struct gmp__gext *ext;
 };
+
+/* Gs sit back to back in slabs: a field more would make every other one
+ * straddle a line on the hot paths. */
+_Static_assert(sizeof(struct g) == 128, "a G is two 64-byte lines");
 
 /* ---- M ------------------------------------------------------------------ */
 
