@@ -679,6 +679,11 @@ static void resume(ucontext_t *uc)
 #error "gmprt: unsupported processor (x86-64 and arm64 only)"
 #endif
 
+uintptr_t gmp__uc_sp(const void *uc)
+{
+    return UC_SP((const ucontext_t *)uc);
+}
+
 /* ---- The handler ----------------------------------------------------------- */
 
 static void try_preempt(struct m *mp, ucontext_t *uc)

@@ -526,6 +526,9 @@ GMP_HIDDEN void gmp__errno_put(int e);
 /* ---- preempt.c ---------------------------------------------------------- */
 GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
 GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
+/* The stack pointer of the code a signal interrupted (uc: the handler's
+ * ucontext_t), for the other handlers. Async-signal-safe. */
+GMP_HIDDEN uintptr_t gmp__uc_sp(const void *uc);
 /* Longest gmp_config_t.preempt_objects (and GMP_DEBUG preemptobjs)
  * accepted, with its NUL. */
 #define GMP_PREEMPT_OBJECTS_MAX 256

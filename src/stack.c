@@ -33,7 +33,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "runtime.h"
@@ -483,17 +482,6 @@ void gmp__stacks_release(struct schedt *s)
  * before us, restored when the runtime stops. */
 static struct sigaction old_segv, old_bus;
 
-/* The stack pointer of the code a signal interrupted. */
-static char *uc_sp(const void *uc)
-{
-    const ucontext_t *u = uc;
-#if defined(__x86_64__)
-    return (char *)(uintptr_t)u->uc_mcontext.gregs[REG_RSP];
-#elif defined(__aarch64__)
-    return (char *)(uintptr_t)u->uc_mcontext.sp;
-#endif
-}
-
 /* Bytes below the stack pointer that code may use without moving it: the
  * x86-64 SysV red zone (arm64 has none). */
 #if defined(__x86_64__)
@@ -528,7 +516,7 @@ static bool is_overflow(struct m *mp, struct g *gp, const char *addr,
         return false;
     if (addr >= base)
         return true;
-    const char *sp = uc_sp(uc);
+    const char *sp = (const char *)gmp__uc_sp(uc);
     const char *alt = mp->altstack;
     if ((sp >= alt && sp < alt + mp->altstack_size) ||
         (sp >= mp->g0lo && sp < mp->g0hi))
