@@ -730,7 +730,12 @@ static void worker(void *arg)
 {
     int id = find_held(arg_link, run.workers, KIND_ARG, arg, &run.c.args,
                        &run.c.args_lost);
+    int64_t tok;
     if (id < 0) {                   /* its argument was collected */
+        /* It still takes tokens: with every argument lost (seen under
+         * ASan), no worker would, and main's sends would deadlock. */
+        while (gmp_chan_recv(run.tick, &tok) == 0)
+            ;
         gmp_wg_done(&run.wg);
         return;
     }
@@ -741,7 +746,6 @@ static void worker(void *arg)
     bool usable = head != NULL;
     if (!usable)
         count(&run.c.lost);
-    int64_t tok;
     while (gmp_chan_recv(run.tick, &tok) == 0) {
         if (!GC_thread_is_registered())
             count(&run.c.unregistered);
