@@ -601,7 +601,18 @@ static void bench_idle(void *arg)
 #define SYSCALL_CALLS 1000000
 #define SYSCALL_STEPS 200000000ULL
 
-static int64_t sys_start, sys_ta, sys_tb;
+static int64_t sys_start, sys_ta, sys_tb, sys_bare;
+
+/* The floor under ns/syscall: the same calls with no bracket, alone. */
+static void sys_bare_caller(void *arg)
+{
+    (void)arg;
+    int64_t t = gmp_nanotime();
+    for (int i = 0; i < SYSCALL_CALLS; i++)
+        (void)syscall(SYS_getppid);
+    sys_bare = gmp_nanotime() - t;
+    gmp_wg_done(&wg);
+}
 
 static void sys_alone(void *arg)
 {
@@ -632,6 +643,10 @@ static void bench_syscall(void *arg)
 {
     (void)arg;
     gmp_wg_add(&wg, 1);
+    gmp_go(sys_bare_caller, NULL);
+    gmp_wg_wait(&wg);
+
+    gmp_wg_add(&wg, 1);
     int64_t t = gmp_nanotime();
     gmp_go(sys_alone, NULL);
     gmp_wg_wait(&wg);
@@ -643,6 +658,8 @@ static void bench_syscall(void *arg)
     gmp_go(sys_cruncher, NULL);
     gmp_wg_wait(&wg);
     emit(SYSCALL_CALLS, (double)sys_ta / SYSCALL_CALLS, "ns/syscall");
+    emit(SYSCALL_CALLS, (double)sys_bare / SYSCALL_CALLS, "ns/bare");
+    emit(SYSCALL_CALLS, (double)(sys_ta - sys_bare) / SYSCALL_CALLS, "ns/own");
     emit((int64_t)SYSCALL_STEPS, (double)sys_tb / (double)t0, "slowdown");
 }
 

@@ -210,7 +210,7 @@ units_for() {
     mutex) echo ns/op ;;
     timers) echo ms us_late ;;
     idle) echo bytes/goroutine ;;
-    syscall) echo ns/syscall slowdown ;;
+    syscall) echo ns/syscall ns/bare ns/own slowdown ;;
     pool | spawnwork) echo ms KiB ;;
     echo) echo roundtrips/s ;;
     esac
@@ -413,6 +413,12 @@ div() {
         awk -v a="$1" -v b="$2" 'BEGIN { if (b != 0) printf "%.6g\n", a / b }'
 }
 
+# sub A B: A-B, or nothing if either is missing.
+sub() {
+    [ -n "$1" ] && [ -n "$2" ] &&
+        awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6g\n", a - b }'
+}
+
 # procs_label CASE PROCS: "1", or "all (P)" with P as the programs printed.
 procs_label() {
     local p
@@ -456,6 +462,15 @@ for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
         g=$(div "$(median gmprt steal 1 ms)" "$(median gmprt steal all ms)")
         p=$(div "$(median peer steal 1 ms)" "$(median peer steal all ms)")
         echo "| steal | 1 / $(procs_label steal all) | speedup |" \
+             "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
+    fi
+    if [ "$name" = pool ] || [ "$name" = spawnwork ]; then
+        # The runtime's own cost: median ms minus the tasks' floor (below
+        # the table), the same floor for both.
+        floor=$(median gmprt work-floor all ms)
+        g=$(sub "$(median gmprt "$name" all ms)" "$floor")
+        p=$(sub "$(median peer "$name" all ms)" "$floor")
+        echo "| $label | $(procs_label "$name" all) | ms_own |" \
              "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
     fi
 done

@@ -344,6 +344,19 @@ func benchSyscall(procs int) error {
 	const steps = 200000000
 	var wg sync.WaitGroup
 
+	// The floor under ns/syscall: the same calls with no bracket, alone.
+	var bare time.Duration
+	wg.Add(1)
+	go func() {
+		t := time.Now()
+		for i := 0; i < calls; i++ {
+			syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0)
+		}
+		bare = time.Since(t)
+		wg.Done()
+	}()
+	wg.Wait()
+
 	wg.Add(1)
 	start := time.Now()
 	go func() {
@@ -371,6 +384,8 @@ func benchSyscall(procs int) error {
 	}()
 	wg.Wait()
 	emit(procs, calls, nsPer(ta, calls), "ns/syscall")
+	emit(procs, calls, nsPer(bare, calls), "ns/bare")
+	emit(procs, calls, nsPer(ta-bare, calls), "ns/own")
 	emit(procs, steps, float64(tb)/float64(t0), "slowdown")
 	return nil
 }
