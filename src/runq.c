@@ -182,6 +182,22 @@ struct g *gmp__runqget(struct p *pp, bool *inherit)
     }
 }
 
+/* The G gmp__runqget would return, left in place; NULL if none. Only for
+ * a solo P, whose queue nobody else takes from. Context: owner of pp. */
+struct g *gmp__runqpeek_solo(struct p *pp)
+{
+    /* Relaxed, all: only the owner writes a solo P's runnext, tail and
+     * head (see gmp__runqget). */
+    struct g *next = atomic_load_explicit(&pp->runnext, memory_order_relaxed);
+    if (next)
+        return next;
+    uint32_t h = atomic_load_explicit(&pp->runqhead, memory_order_relaxed);
+    if (atomic_load_explicit(&pp->runqtail, memory_order_relaxed) == h)
+        return NULL;
+    return atomic_load_explicit(&pp->runq[h & RUNQ_MASK],
+                                memory_order_relaxed);
+}
+
 /* True when pp has nothing in its ring or runnext. Exact only for the
  * owner; for others a hint. Context: any. */
 bool gmp__runqempty(struct p *pp)

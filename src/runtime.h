@@ -163,9 +163,10 @@ struct m {
     enum swreason swreason;         /* set by a G just before it switches */
     bool      (*waitunlockf)(struct g *, void *); /* gopark's callback */
     void       *waitlock;
-    struct g   *directfrom;         /* a G that parked by switching straight
-                                       to curg; its park completes when curg
-                                       resumes (sched.c, resumed) */
+    struct g   *directfrom;         /* a G that parked or yielded by
+                                       switching straight to curg (swreason
+                                       says which); its switch completes
+                                       when curg resumes (sched.c, resumed) */
     struct gmp__note park;          /* sleeps here while idle */
     uint64_t    fastrand;
     pthread_t   thread;
@@ -449,6 +450,7 @@ GMP_HIDDEN void gmp__runqput(struct schedt *s, struct p *pp, struct g *gp,
                              bool next);
 GMP_HIDDEN struct g *gmp__runqget(struct p *pp, bool *inherit);
 GMP_HIDDEN bool gmp__runqempty(struct p *pp);
+GMP_HIDDEN struct g *gmp__runqpeek_solo(struct p *pp);
 GMP_HIDDEN struct g *gmp__runqsteal(struct p *pp, struct p *victim,
                                     bool stealnext);
 GMP_HIDDEN void gmp__globrunqput(struct schedt *s, struct g *gp);

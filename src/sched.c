@@ -868,6 +868,8 @@ static inline void resumed(struct g *gp, void *from)
     /* Relaxed: a plain store; atomic for gmp_dump and gmp_stacks_foreach,
      * which read it without stopping the G (trace.c). */
     __atomic_store_n(&prev->ctx.sp, from, __ATOMIC_RELAXED);
+    if (now->swreason == SW_YIELD)
+        return;                     /* queued already (yield_direct) */
     prev->m = NULL;
     /* Release: as in gmp__mloop's SW_PARK. */
     atomic_store_explicit(&prev->status, G_WAITING, memory_order_release);
@@ -947,6 +949,72 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
     /* Relaxed, both: as in execute(). */
     atomic_store_explicit(&next->status, G_RUNNING, memory_order_relaxed);
     atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
+    mp->swreason = SW_PARK;
+    mp->directfrom = gp;
+    GMP_ASAN_START(&gp->asan_fake, next->stk->lo,
+                   (size_t)(gstack_hi(next->stk) - next->stk->lo));
+    GMP_TSAN_SWITCH(next->stk->tsan_fiber);
+    resumed(gp, gmp__ctx_jump_ret(next->ctx.sp));
+    return true;
+}
+
+/* gmp_yield's fast path on a solo P (procs = 1): what gosched_m and
+ * pickg would do, done on gp's stack with one switch, straight to the G
+ * they would pick, instead of two through g0. gp goes to the global
+ * queue's tail before it has left its stack, which only a solo P allows:
+ * no other M can run a G until this one gives the P up, and gp's stack
+ * pointer is stored (resumed) before it can. Declines, doing nothing,
+ * where g0 has more to do than queue gp and run the next G: the runtime
+ * is stopping, gp is locked to mp, a timer here is due, the 61st tick
+ * (pickg's turn for other Ps' timers), or the next G has never run or
+ * is locked to another M. Returns whether gp yielded (and has been
+ * resumed since). Context: gp, on mp, holding a solo P. */
+static bool yield_direct(struct m *mp, struct g *gp)
+{
+    struct schedt *s = mp->sched;
+    struct p *pp = mp->p;
+    /* Relaxed, all four: as in gmp__park_direct. */
+    if (atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
+        atomic_load_explicit(&s->stopping, memory_order_relaxed) ||
+        mp->lockedg ||
+        atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
+                GMP_GLOBAL_TICK == 0)
+        return false;
+    /* Relaxed: see timer.c. */
+    int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+    if (tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime())
+        return false;
+    bool inherit = false;
+    struct g *next = gmp__runqpeek_solo(pp);
+    gmp__lock(&s->lock);
+    if (!next) {
+        /* What gmp__globrunqget hands out first. */
+        next = s->runq[GQ_SPILLED].head;
+        if (!next)
+            next = s->runq[GQ_FIFO].head;
+    }
+    if (!next || !next->stk || next->locked) {
+        gmp__unlock(&s->lock);
+        return false;
+    }
+    gp->m = NULL;
+    /* Relaxed: informational; the queue's lock orders the handover. */
+    atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__globrunqput(s, gp);
+    if (gmp__runqpeek_solo(pp))
+        (void)gmp__runqget(pp, &inherit);   /* next, peeked above */
+    else
+        (void)gmp__globrunqget(s, pp, 0);   /* next, and a batch behind */
+    gmp__unlock(&s->lock);
+    /* execute()'s bookkeeping. */
+    mp->curg = next;
+    next->m = mp;
+    /* Relaxed, both: as in execute(). */
+    atomic_store_explicit(&next->status, G_RUNNING, memory_order_relaxed);
+    atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
+    if (!inherit)
+        gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
+    mp->swreason = SW_YIELD;
     mp->directfrom = gp;
     GMP_ASAN_START(&gp->asan_fake, next->stk->lo,
                    (size_t)(gstack_hi(next->stk) - next->stk->lo));
@@ -966,6 +1034,8 @@ void gmp_yield(void)
         sched_yield();
         return;
     }
+    if (mp->p->solo && yield_direct(mp, mp->curg))
+        return;
     gmp__mcall(mp, mp->curg, SW_YIELD);
 }
 

@@ -204,25 +204,28 @@ static void test_sched_spawn_chain_completes(void **state)
 /* ---- gmp_yield on one P ------------------------------------------------- */
 
 /*
- * Two goroutines A and B on one P take turns through a shared variable:
- * each waits for its turn with gmp_yield(), records its name, passes the
- * turn. Only gmp_yield can hand the single P over, so finishing at all
- * proves a yield lets the other run. Go's Gosched puts the yielder at the
- * global queue's tail; the other G then runs, except that every 61st
- * schedule takes the global head first, which can be the yielder once. So
- * a wait costs one yield, twice at most: total yields <= 2 per turn. Both
- * are spawned by a parent that holds the P until both exist, so neither
- * waits for the other's mere creation.
+ * Three goroutines A, B and C on one P take turns through a shared
+ * variable: each waits for its turn with gmp_yield(), records its name,
+ * passes the turn on. Only gmp_yield can hand the single P over, so
+ * finishing at all proves a yield lets the others run. Go's Gosched puts
+ * the yielder at the global queue's tail, behind every runnable G: both
+ * others run before it does again, so a wait costs one yield; every 61st
+ * schedule takes the global head first, which can be the yielder once, so
+ * twice at most: total yields <= 2 per turn. (With two players a yield
+ * that skipped a runnable G could still pass: the one it ran would be the
+ * other.) They are spawned by a parent that holds the P until all exist,
+ * so none waits for another's mere creation.
  */
-#define ALT_TURNS 2000
-#define ALT_CAP   1000000           /* yields per wait before giving up */
+#define ALT_PLAYERS 3
+#define ALT_TURNS   2000            /* per player */
+#define ALT_CAP     1000000         /* yields per wait before giving up */
 
 static struct {
-    _Atomic int turn;               /* 0: A, 1: B */
+    _Atomic int turn;               /* the player whose turn it is */
     _Atomic int pos;
-    char seq[2 * ALT_TURNS];
-    _Atomic int64_t yields[2];
-    _Atomic int64_t maxwait[2];
+    char seq[ALT_PLAYERS * ALT_TURNS];
+    _Atomic int64_t yields[ALT_PLAYERS];
+    _Atomic int64_t maxwait[ALT_PLAYERS];
     _Atomic int64_t gaveup;
     _Atomic int64_t done;
 } alt;
@@ -235,7 +238,7 @@ static void alt_player(void *arg)
         while (atomic_load(&alt.turn) != me) {
             if (++w > ALT_CAP) {
                 atomic_fetch_add(&alt.gaveup, 1);
-                atomic_store(&alt.turn, me);    /* unblock the other */
+                atomic_store(&alt.turn, me);    /* unblock the others */
                 break;
             }
             gmp_yield();
@@ -243,9 +246,9 @@ static void alt_player(void *arg)
         atomic_fetch_add(&alt.yields[me], w);
         if (w > atomic_load(&alt.maxwait[me]))
             atomic_store(&alt.maxwait[me], w);
-        alt.seq[atomic_fetch_add(&alt.pos, 1) % (2 * ALT_TURNS)] =
+        alt.seq[atomic_fetch_add(&alt.pos, 1) % (ALT_PLAYERS * ALT_TURNS)] =
             (char)('A' + me);
-        atomic_store(&alt.turn, 1 - me);
+        atomic_store(&alt.turn, (me + 1) % ALT_PLAYERS);
     }
     atomic_fetch_add(&alt.done, 1);
 }
@@ -253,27 +256,28 @@ static void alt_player(void *arg)
 static void alt_parent(void *arg)
 {
     (void)arg;
-    gmp_go(alt_player, (void *)(intptr_t)0);
-    gmp_go(alt_player, (void *)(intptr_t)1);
+    for (int i = 0; i < ALT_PLAYERS; i++)
+        gmp_go(alt_player, (void *)(intptr_t)i);
 }
 
 static void test_sched_yield_alternates_on_one_p(void **state)
 {
     memset(&alt, 0, sizeof alt);
     assert_int_equal(gmp_go(alt_parent, NULL), 0);
-    assert_int_equal(h_wait(&alt.done, 2), 0);
+    assert_int_equal(h_wait(&alt.done, ALT_PLAYERS), 0);
     assert_int_equal(atomic_load(&alt.gaveup), 0);
-    assert_int_equal(atomic_load(&alt.pos), 2 * ALT_TURNS);
-    for (int i = 0; i < 2 * ALT_TURNS; i++)
-        assert_int_equal(alt.seq[i], 'A' + (i & 1));
-    int64_t ya = atomic_load(&alt.yields[0]), yb = atomic_load(&alt.yields[1]);
-    print_message("yields A %lld B %lld, longest wait A %lld B %lld\n",
-                  (long long)ya, (long long)yb,
-                  (long long)atomic_load(&alt.maxwait[0]),
-                  (long long)atomic_load(&alt.maxwait[1]));
-    assert_true(atomic_load(&alt.maxwait[0]) <= 2);
-    assert_true(atomic_load(&alt.maxwait[1]) <= 2);
-    assert_true(ya + yb <= 4 * ALT_TURNS);
+    assert_int_equal(atomic_load(&alt.pos), ALT_PLAYERS * ALT_TURNS);
+    for (int i = 0; i < ALT_PLAYERS * ALT_TURNS; i++)
+        assert_int_equal(alt.seq[i], 'A' + i % ALT_PLAYERS);
+    int64_t total = 0;
+    for (int i = 0; i < ALT_PLAYERS; i++) {
+        print_message("%c: yields %lld, longest wait %lld\n", 'A' + i,
+                      (long long)atomic_load(&alt.yields[i]),
+                      (long long)atomic_load(&alt.maxwait[i]));
+        assert_true(atomic_load(&alt.maxwait[i]) <= 2);
+        total += atomic_load(&alt.yields[i]);
+    }
+    assert_true(total <= 2 * ALT_PLAYERS * ALT_TURNS);
     assert_int_equal(h_wait_quiet(), 0);
 }
 
@@ -341,6 +345,60 @@ static void test_sched_yield_lets_spawned_run(void **state)
         assert_int_equal(atomic_load(&spawned_ran), 1);
         assert_in_range(atomic_load(&yields_needed), 1, 2);
     }
+}
+
+/* Gosched's "behind every runnable G" includes the global queue: a G that
+ * a plain thread queues there (gmp_go off the runtime) runs before either
+ * of two yielding goroutines runs a third time, though both sit on the
+ * P's own queue. A yield that put the yielder on the local queue instead
+ * would keep the two alternating until the 61st tick looked globally. */
+#define GQ_ROUNDS 200
+
+static struct {
+    _Atomic int64_t queued, ran;    /* rounds whose G was queued, ran */
+    _Atomic int64_t worst;          /* yields between seeing it queued
+                                       and seeing it ran */
+    _Atomic int64_t done;
+} gq;
+
+static void gq_target(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&gq.ran, 1);
+}
+
+static void gq_yielder(void *arg)
+{
+    (void)arg;
+    for (int64_t r = 0; r < GQ_ROUNDS; r++) {
+        while (atomic_load(&gq.queued) <= r)
+            gmp_yield();
+        int64_t n = 0;
+        while (atomic_load(&gq.ran) <= r && n < ALT_CAP) {
+            gmp_yield();
+            n++;
+        }
+        if (n > atomic_load(&gq.worst))
+            atomic_store(&gq.worst, n);
+    }
+    atomic_fetch_add(&gq.done, 1);
+}
+
+static void test_sched_yield_goes_behind_global_queue(void **state)
+{
+    memset(&gq, 0, sizeof gq);
+    assert_int_equal(gmp_go(gq_yielder, NULL), 0);
+    assert_int_equal(gmp_go(gq_yielder, NULL), 0);
+    for (int64_t r = 0; r < GQ_ROUNDS; r++) {
+        assert_int_equal(gmp_go(gq_target, NULL), 0);  /* global queue */
+        atomic_store(&gq.queued, r + 1);
+        assert_int_equal(h_wait(&gq.ran, r + 1), 0);
+    }
+    assert_int_equal(h_wait(&gq.done, 2), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    print_message("most yields before the global G ran: %lld\n",
+                  (long long)atomic_load(&gq.worst));
+    assert_true(atomic_load(&gq.worst) <= 3);
 }
 
 /* ---- Parallelism -------------------------------------------------------- */
@@ -591,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_sched_yield_alternates_on_one_p),
         cmocka_unit_test(test_sched_runnext_runs_newest_first),
         cmocka_unit_test(test_sched_yield_lets_spawned_run),
+        cmocka_unit_test(test_sched_yield_goes_behind_global_queue),
     };
     const struct CMUnitTest many[] = {
         COMMON,
