@@ -338,6 +338,16 @@ static int split(char *line, char **f, int max)
     return n;
 }
 
+/* Whether path has a ".." component: a cgroup outside our cgroup
+ * namespace shows as "/.." and the like, and is not ours to read. */
+static bool has_dotdot(const char *path)
+{
+    for (const char *p = strstr(path, "/.."); p; p = strstr(p + 1, "/.."))
+        if (p[3] == '/' || p[3] == '\0')
+            return true;
+    return false;
+}
+
 /* The process's cgroup path for version 1 (the "cpu" controller's line)
  * or 2 (the "0::" line) from /proc/self/cgroup into out. */
 static bool own_path(const char *root, int version, char *out, size_t cap)
@@ -359,7 +369,7 @@ static bool own_path(const char *root, int version, char *out, size_t cap)
         bool match = version == 2 ? strcmp(line, "0") == 0 && c1[1] == '\0'
                                   : has_word(c1 + 1, "cpu");
         size_t n = strlen(c2 + 1);
-        if (match && n < cap) {
+        if (match && n < cap && !has_dotdot(c2 + 1)) {
             memcpy(out, c2 + 1, n + 1);
             found = true;
         }

@@ -236,6 +236,19 @@ static void test_cgroup_v2_mount_root_is_stripped(void **state)
     /* Nor one that only shares a prefix with it. */
     t_write("proc/self/cgroup", "0::/kubepods/pod10\n");
     assert_int_equal(limit_of(&v), 0);
+    /* Nor one outside the cgroup namespace, which shows as "/..": the
+     * walk would leave the mount. */
+    t_write("proc/self/mountinfo", MNT_V2);
+    t_write("sys/fs/cpu.max", "100000 100000\n");
+    t_write("proc/self/cgroup", "0::/..\n");
+    assert_int_equal(limit_of(&v), 0);
+    assert_int_equal(v, 0);
+    t_write("proc/self/cgroup", "0::/../sibling\n");
+    assert_int_equal(limit_of(&v), 0);
+    /* A name that merely starts with dots is a name. */
+    t_write("proc/self/cgroup", "0::/..x\n");
+    t_write("sys/fs/cgroup/..x/cpu.max", "100000 100000\n");
+    assert_int_equal(limit_of(&v), 1);      /* tighter than the mount's */
 }
 
 static void test_cgroup_mount_point_escapes_are_undone(void **state)
