@@ -75,7 +75,8 @@ GMP_EXTERN int gmp_runtime_version_number(void);
 typedef struct gmp_config {
     int    procs;        /* Ps, 1..256; 0: $GMP_MAXPROCS, else the online
                             CPUs this process may run on (its affinity
-                            mask, as Go's NumCPU)                        */
+                            mask, as Go's NumCPU) lowered to its cgroup's
+                            CPU limit, as Go 1.25 (docs/API.md)          */
     size_t stack_size;   /* goroutine stack incl. guard; 0: 128 KiB
                             (Boost.Context's default). Otherwise 16 KiB
                             ..1 GiB, rounded up to pages. A stack cannot

@@ -38,6 +38,7 @@
 #include "netpoll.h"
 #include "timer.h"
 #include "park.h"
+#include "cgroup.h"
 
 #define DEFAULT_THREADS 10000
 
@@ -50,6 +51,9 @@ static bool lc_stopping;            /* a gmp_shutdown is under way */
 
 struct settings {
     int    procs;
+    bool   procs_update;            /* procs is the default; sysmon reads
+                                       the cgroup's limit again (cg) */
+    struct gmp__cgroup cg;          /* version 0 unless procs_update */
     size_t stack_size;
     int    max_threads;
     bool   async_preempt;
@@ -162,22 +166,11 @@ static bool debug_string(const char *key, char *buf, size_t cap)
     return true;
 }
 
-static int online_cpus(void)
-{
-    cpu_set_t set;
-    int n = 0;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        n = CPU_COUNT(&set);
-    if (n <= 0)
-        n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (n <= 0)
-        n = 1;
-    return n > GMP_MAXPROCS ? GMP_MAXPROCS : n;
-}
-
 static int parse_config(const gmp_config_t *cfg, struct settings *out)
 {
     gmp_config_t zero;
+    out->procs_update = false;
+    out->cg.version = 0;
     if (!cfg) {
         memset(&zero, 0, sizeof zero);
         cfg = &zero;
@@ -198,10 +191,19 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
         const char *env = getenv("GMP_MAXPROCS");
         char *end;
         long v = env ? strtol(env, &end, 10) : 0;
-        if (env && *env && !*end && v >= 1 && v <= GMP_MAXPROCS)
+        if (env && *env && !*end && v >= 1 && v <= GMP_MAXPROCS) {
             out->procs = (int)v;
-        else
-            out->procs = online_cpus();
+        } else {
+            /* The default: the CPUs we may use, lowered to the cgroup's
+             * limit (cgroup.c) unless containermaxprocs=0. */
+            int limit = 0;
+            if (debug_value("containermaxprocs", 1) != 0 &&
+                gmp__cgroup_open(&out->cg) == 0)
+                limit = gmp__cgroup_limit(&out->cg);
+            out->procs = gmp__cgroup_procs(gmp__ncpu(), limit);
+            out->procs_update = out->cg.version != 0 &&
+                                debug_value("updatemaxprocs", 1) != 0;
+        }
     }
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t ss = cfg->stack_size ? cfg->stack_size : GMP__DEFAULT_STACK;
@@ -246,6 +248,8 @@ static unsigned gcd(unsigned a, unsigned b)
 /* The scheduler and its Ps. */
 static void free_core(struct schedt *s)
 {
+    if (s->cgroup)
+        gmp__free(s->cgroup, sizeof *s->cgroup);
     gmp__free(s->allp, sizeof(struct p) * (size_t)s->procs);
     gmp__free(s, sizeof *s);
 }
@@ -282,7 +286,7 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     if (!s)
         return GMP_ENOMEM;
     s->procs = set->procs;
-    s->cpus = online_cpus();
+    s->cpus = gmp__ncpu();
     s->maxmcount = set->max_threads;
     s->stack_size = set->stack_size;
     s->guard_size = gmp__guard_for(set->stack_size);
@@ -295,6 +299,15 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     if (!(s->allp = gmp__alloc(sizeof(struct p) * (size_t)s->procs))) {
         gmp__free(s, sizeof *s);
         return GMP_ENOMEM;
+    }
+    /* Relaxed: not yet published. */
+    atomic_store_explicit(&s->procs_default, s->procs, memory_order_relaxed);
+    if (set->procs_update) {
+        if (!(s->cgroup = gmp__alloc(sizeof *s->cgroup))) {
+            free_core(s);
+            return GMP_ENOMEM;
+        }
+        *s->cgroup = set->cg;
     }
     for (int i = s->procs - 1; i >= 0; i--) {
         struct p *pp = &s->allp[i];

@@ -292,6 +292,8 @@ struct gmp__gqueue {
     int32_t   n;
 };
 
+struct gmp__cgroup;                 /* cgroup.h */
+
 struct schedt {
     /* Global run queue and idle lists. lock guards runqhead/runqtail,
      * pidle, midle, allm, mcount, and the M exit fields. */
@@ -397,6 +399,14 @@ struct schedt {
 
     /* Configuration, fixed while running. */
     int         procs;
+    /* The default procs read again (cgroup.c, sysmon.c): cgroup says
+     * where from, NULL when procs was set (config or $GMP_MAXPROCS) or
+     * GMP_DEBUG turned the reading off; fixed, read by sysmon only.
+     * procs_default is the default as sysmon last computed it (procs at
+     * start); only sysmon writes it, and it is read as a hint: relaxed
+     * both ways. The Ps are not resized to follow it (docs/design.md). */
+    struct gmp__cgroup *cgroup;
+    _Atomic int procs_default;
     int         cpus;               /* CPUs we may run on, at the start */
     int         maxmcount;
     size_t      stack_size;         /* bytes per stack slot, guard included */

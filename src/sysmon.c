@@ -13,7 +13,9 @@
  *     another M (gmp__handoffp); at once, without the round, when its G
  *     has used up its slice and another G waits.
  * It also polls the network when nobody has for 10 ms (every M busy
- * running goroutines), and hands what it finds to idle Ps.
+ * running goroutines), and hands what it finds to idle Ps, and once a
+ * second, when procs is the default, reads the cgroup's CPU limit again
+ * (cgroup.c) and records the default it gives in sched.procs_default.
  * When every P is idle it sleeps on its note until a P is taken again
  * (pidleget wakes it) or the runtime stops, and then goes on at the period
  * it had reached: that wake is not activity (docs/design.md).
@@ -27,6 +29,7 @@
 
 #include "runtime.h"
 #include "netpoll.h"
+#include "cgroup.h"
 
 /* How often an idle sysmon repeats an undecided deadlock check. */
 #define DEADCHECK_RETRY_NS 100000000
@@ -36,6 +39,7 @@
 #define PREEMPT_NS    10000000      /* a G's time slice */
 #define POLL_NS       10000000      /* poll if nobody has for this long */
 #define COARSE_NS     1000000       /* the parks' clock's resolution */
+#define PROCS_NS      1000000000    /* read the CPU limit again (Go's) */
 
 /* What sysmon last saw of a P, and since when. */
 struct sysmontick {
@@ -129,6 +133,21 @@ static void tick(struct schedt *s, int64_t now, int64_t *lasttrace)
     }
 }
 
+/* Once a second: the default procs as the cgroup's limit and the
+ * affinity mask give it now (Go's sysmonUpdateGOMAXPROCS). A few small
+ * file reads on sysmon's own thread; nothing else waits for them. Only
+ * while sysmon is awake: a runtime with every P idle reads it when a P
+ * is taken again. */
+static void update_procs(struct schedt *s, int64_t now, int64_t *last)
+{
+    if (!s->cgroup || now - *last < PROCS_NS)
+        return;
+    *last = now;
+    int n = gmp__cgroup_procs(gmp__ncpu(), gmp__cgroup_limit(s->cgroup));
+    /* Relaxed: a hint, see struct schedt. */
+    atomic_store_explicit(&s->procs_default, n, memory_order_relaxed);
+}
+
 static void *sysmon_loop(struct schedt *s);
 
 static void *sysmon(void *arg)
@@ -144,6 +163,7 @@ static void *sysmon_loop(struct schedt *s)
     int64_t delay = SYSMON_MIN_NS;
     int idle = 0;
     int64_t lasttrace = s->start_ns;
+    int64_t lastprocs = s->start_ns;
     for (;;) {
         if (idle == 0)
             delay = SYSMON_MIN_NS;
@@ -185,11 +205,14 @@ static void *sysmon_loop(struct schedt *s)
             }
             gmp__noteclear(&s->sysmon_note);
             gmp__unlock(&s->lock);
-            tick(s, gmp__nanotime(), &lasttrace);
+            int64_t now = gmp__nanotime();
+            tick(s, now, &lasttrace);
+            update_procs(s, now, &lastprocs);
             continue;
         }
         int64_t now = gmp__nanotime();
         tick(s, now, &lasttrace);
+        update_procs(s, now, &lastprocs);
         /* Nobody has polled for 10 ms (every M busy): poll for them.
          * Seq_cst: the CAS keeps a blocking poller's 0 intact. */
         int64_t lp = atomic_load(&s->lastpoll);
