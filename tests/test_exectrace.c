@@ -80,16 +80,32 @@ static void pinger(void *arg)
     atomic_fetch_add(&done, 1);
 }
 
+static _Atomic int locking;
+
+/* Holds mu from before the other locker tries it until 5 ms after: the
+ * other spins at most 10 us, then parks (GoBlockSync). */
+static void holder(void *arg)
+{
+    (void)arg;
+    gmp_mutex_lock(&mu);
+    atomic_store(&locking, 1);
+    while (atomic_load(&locking) != 2)
+        gmp_yield();
+    gmp_sleep(5 * 1000000);
+    shared++;
+    gmp_mutex_unlock(&mu);
+    atomic_fetch_add(&done, 1);
+}
+
 static void locker(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < 1000; i++) {
-        gmp_mutex_lock(&mu);
-        shared++;
-        if (i % 100 == 0)
-            gmp_yield();
-        gmp_mutex_unlock(&mu);
-    }
+    while (atomic_load(&locking) != 1)
+        gmp_yield();
+    atomic_store(&locking, 2);
+    gmp_mutex_lock(&mu);
+    shared++;
+    gmp_mutex_unlock(&mu);
     atomic_fetch_add(&done, 1);
 }
 
@@ -156,13 +172,14 @@ static void test_trace_parses_with_every_kind(void **state)
     assert_int_equal(gmp_go(pinger, NULL), 0);
     assert_int_equal(gmp_go(spinner, NULL), 0);
     assert_int_equal(gmp_go(stopper, NULL), 0);
-    assert_int_equal(gmp_go(locker, NULL), 0);
+    atomic_store(&locking, 0);
+    assert_int_equal(gmp_go(holder, NULL), 0);
     assert_int_equal(gmp_go(locker, NULL), 0);
     assert_int_equal(gmp_go(reader, NULL), 0);
     assert_int_equal(gmp_go(writer, NULL), 0);
     for (int i = 0; i < 50; i++)
         assert_int_equal(gmp_go(leaf, NULL), 0);
-    /* ponger + pinger + spinner + stopper + 2 lockers + reader + writer
+    /* ponger + pinger + spinner + stopper + holder, locker + reader + writer
      * + 50 leaves */
     assert_int_equal(h_wait(&done, 58), 0);
     assert_int_equal(h_wait_quiet(), 0);
