@@ -856,6 +856,33 @@ GMP_EXTERN int gmp_stop_world(void);
  */
 GMP_EXTERN int gmp_start_world(void);
 
+/* ---- Execution trace ---------------------------------------------------- */
+
+/*
+ * Starts recording the scheduler's events (goroutines created, started,
+ * stopped, blocked with the reason, unblocked, system calls and their
+ * hand-offs, preemptions, Ps started and stopped) into fd, in the format
+ * Go 1.19's `go tool trace` reads (docs/debugging.md). Stops the world
+ * for a moment to note every goroutine that exists. Events are buffered
+ * per P and written by a thread of the tracer's every 10 ms; fd stays the
+ * caller's (never closed). GMP_TRACE=path in the environment starts a
+ * trace into path when the runtime starts, ending when it stops.
+ * Returns 0; GMP_EBADF (fd negative); GMP_EBUSY (a trace is recording);
+ * GMP_EPERM (no runtime, or one stopping, or a caller gmp_stop_world
+ * refuses); GMP_ENOMEM; or the error of writing the trace's header.
+ * Context: a goroutine, or a plain thread.
+ */
+GMP_EXTERN int gmp_trace_start(int fd);
+
+/*
+ * Stops the trace: every event recorded so far is written to its fd
+ * before this returns. Returns 0; GMP_EPERM (no trace recording, or the
+ * runtime stopping: the trace then ends when it has stopped); or the
+ * first error writing the trace met (events after it were lost).
+ * Context: a goroutine, or a plain thread.
+ */
+GMP_EXTERN int gmp_trace_stop(void);
+
 /* ---- Goroutine-local storage and thread affinity ------------------------ */
 
 /*

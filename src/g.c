@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "runtime.h"
+#include "exectrace.h"
 
 #define GFREE_MAX   64
 #define GSLAB_COUNT 256            /* Gs a P takes from a chunk at once */
@@ -222,6 +223,7 @@ static inline int go(void (*fn)(void *), void *arg, size_t stksize)
             return GMP_ENOMEM;
         if (stksize && stksize != s->stack_size)
             gp->stksize = stksize;
+        gmp__trace_gocreate(pp, gp);
         gmp__runqput(s, pp, gp, true);
         /* With one P the caller holds it: no P is idle to wake. */
         if (s->procs > 1) {
@@ -237,6 +239,7 @@ static inline int go(void (*fn)(void *), void *arg, size_t stksize)
         return GMP_ENOMEM;
     if (stksize && stksize != s->stack_size)
         gp->stksize = stksize;
+    gmp__trace_gocreate(NULL, gp);
     gmp__globrunqput_wake(s, gp);
     return 0;
 }

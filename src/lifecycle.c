@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "exectrace.h"
 #include "netpoll.h"
 #include "timer.h"
 #include "park.h"
@@ -260,6 +261,7 @@ static void runtime_free(struct schedt *s)
      * schedt; the stop's wake-up carries it to sysmon. */
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
     gmp__sysmon_stop(s);
+    gmp__trace_free(s);             /* the Ms and sysmon are gone */
     gmp__stacks_release(s);
     gmp__sudog_release_all(s);
     gmp__preempt_teardown();
@@ -477,6 +479,7 @@ static int start(const gmp_config_t *cfg, bool main_mode,
     /* Release: a foreign thread that finds the pointer sees it built. */
     atomic_store_explicit(&gmp__sched, s, memory_order_release);
     GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
+    gmp__trace_env(s);              /* GMP_TRACE: before any goroutine */
     *out = s;
     return 0;
 }
@@ -574,6 +577,7 @@ int gmp_main(void (*fn)(void *), void *arg, const gmp_config_t *cfg)
     }
     /* Relaxed: published to the Ms by the run queue's lock below. */
     atomic_store_explicit(&s->maing, gp, memory_order_relaxed);
+    gmp__trace_gocreate(NULL, gp);
     gmp__globrunqput_wake(s, gp);
     gmp__lock(&s->lock);
     bool started = s->mcount > 0;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "exectrace.h"
 #include "park.h"
 
 #define SUDOG_CACHE 128
@@ -72,6 +73,7 @@ void gmp__goready(struct g *gp)
     struct schedt *s = mp ? mp->sched
                           : atomic_load_explicit(&gmp__sched,
                                                  memory_order_acquire);
+    gmp__trace_gounblock(mp ? mp->p : NULL, gp);
     /* Relaxed: informational; the queue publishes the G. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
     if (!mp || !mp->p) {

@@ -556,6 +556,9 @@ GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,
 GMP_HIDDEN void gmp__gfput(struct schedt *s, struct p *pp, struct g *gp);
 GMP_HIDDEN int64_t gmp__live_goroutines(struct schedt *s);
 GMP_HIDDEN void gmp__gslabs_release(struct schedt *s);
+/* Calls f on every G descriptor carved so far (trace.c). */
+GMP_HIDDEN void gmp__each_g(struct schedt *s, bool locked,
+                            void (*f)(struct g *gp, void *arg), void *arg);
 
 /* ---- key.c -------------------------------------------------------------- */
 /* Goroutine-local values and thread locking hang off struct g's ext. */

@@ -55,6 +55,7 @@
 #include <time.h>
 
 #include "runtime.h"
+#include "exectrace.h"
 #include "netpoll.h"
 #include "timer.h"
 
@@ -114,6 +115,7 @@ static void acquirep(struct m *mp, struct p *pp)
 {
     mp->p = pp;
     pp->m = mp;
+    gmp__trace_procstart(pp, mp);
     /* Relaxed: where sysmon's signals go (see struct p). */
     atomic_store_explicit(&pp->tid, mp->tid, memory_order_relaxed);
     /* Relaxed: a hint for thieves deciding whether to wait for runnext. */
@@ -123,6 +125,7 @@ static void acquirep(struct m *mp, struct p *pp)
 static struct p *releasep(struct m *mp)
 {
     struct p *pp = mp->p;
+    gmp__trace_procstop(pp);
     pp->m = NULL;
     /* Relaxed: as in acquirep. */
     atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
@@ -602,6 +605,7 @@ top:
         struct g *tail;
         int32_t n;
         if ((gp = gmp__netpoll(s, 0, &tail, &n))) {
+            gmp__trace_injected(pp, gp);
             gmp__injectglist(s, pp, gp->schedlink, tail, n - 1);
             return gp;
         }
@@ -695,6 +699,7 @@ top:
         if (pp) {
             acquirep(mp, pp);
             if (gp) {
+                gmp__trace_injected(pp, gp);
                 gmp__injectglist(s, pp, gp->schedlink, tail, n - 1);
                 return gp;
             }
@@ -705,6 +710,7 @@ top:
             atomic_fetch_add_explicit(&s->nmspinning, 1, memory_order_relaxed);
             goto top;
         }
+        gmp__trace_injected(NULL, gp);
         gmp__injectglist(s, NULL, gp, tail, n);
     } else if (until != 0) {
         /* Another M blocks in the poller: make it wake for our timer if
@@ -875,6 +881,7 @@ static inline void resumed(struct g *gp, void *from)
     atomic_store_explicit(&prev->status, G_WAITING, memory_order_release);
     if (now->waitunlockf && !now->waitunlockf(prev, now->waitlock)) {
         /* The wait was called off: prev runs next. Relaxed: as above. */
+        gmp__trace_gounblock(now->p, prev);
         atomic_store_explicit(&prev->status, G_RUNNABLE,
                               memory_order_relaxed);
         gmp__runqput(now->sched, now->p, prev, true);
@@ -943,6 +950,8 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
         atomic_store_explicit(&pp->runnext, next, memory_order_release);
         return false;
     }
+    gmp__trace_goblock(pp, gp->waitreason);
+    gmp__trace_gostart(pp, next);
     /* execute()'s bookkeeping, inheriting the time slice. */
     mp->curg = next;
     next->m = mp;
@@ -1054,6 +1063,7 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
     atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
     if (!inherit)
         gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
+    gmp__trace_gostart(pp, gp);
     if (!gp->stk) {
         struct gstack *stk = GMP_LIKELY(!gp->stksize)
                                  ? gmp__stackalloc(s, pp)
@@ -1290,13 +1300,16 @@ static int stop_round_locked(struct schedt *s, struct p *own)
         if (pp == own)
             continue;
         int st = P_SYSCALL;
+        int64_t t0 = gmp__trace_now();
         /* Acquire: as sysmon's retake; the M in the call will not get
          * the P back. */
         if (atomic_compare_exchange_strong_explicit(&pp->status, &st,
                                                     P_STOPPED,
                                                     memory_order_acquire,
-                                                    memory_order_relaxed))
+                                                    memory_order_relaxed)) {
+            gmp__trace_retaken(pp, t0);
             stop_p_locked(s, pp);
+        }
         else if (st == P_RUNNING)
             gmp__preemptone(s, pp);
     }
@@ -1522,6 +1535,7 @@ bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp)
 static struct g *exitsyscall0(struct schedt *s, struct m *mp, struct g *gp,
                               bool *inherit)
 {
+    gmp__trace_sysexit(NULL, gp);
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
@@ -1560,11 +1574,14 @@ void gmp__mloop(struct m *mp)
             /* A preempted G goes where a yielding one does. */
             __attribute__((fallthrough));
         case SW_YIELD:
+            gmp__trace_gostop(mp->p, mp->swreason == SW_PREEMPT
+                                         ? TEV_GOPREEMPT : TEV_GOSCHED);
             gp = gosched_m(s, mp, gp, &inherit);
             continue;
         case SW_GOYIELD:
             /* Go's goyield: the tail of the local ring (runnext holds the
              * G we yield to), unlike gmp_yield's global queue. */
+            gmp__trace_gostop(mp->p, TEV_GOSCHED);
             gp->m = NULL;
             /* Relaxed: informational; the ring publishes the G. */
             atomic_store_explicit(&gp->status, G_RUNNABLE,
@@ -1576,16 +1593,19 @@ void gmp__mloop(struct m *mp)
              * may ready gp at once (the wait queue's lock orders it for
              * the waker). Release: a dump that sees it waiting (acquire)
              * sees its saved context and stack (trace.c). */
+            gmp__trace_goblock(mp->p, gp->waitreason);
             atomic_store_explicit(&gp->status, G_WAITING,
                                   memory_order_release);
             gp->m = NULL;
             if (mp->waitunlockf && !mp->waitunlockf(gp, mp->waitlock)) {
                 /* The wait was called off: run gp again at once. */
+                gmp__trace_gounblock(mp->p, gp);
                 inherit = true;
                 continue;
             }
             break;
         case SW_EXIT:
+            gmp__trace_gostop(mp->p, TEV_GOEND);
             goexit0(s, mp, gp);
             break;
         case SW_SYSCALL:

@@ -18,6 +18,7 @@
 #include <errno.h>
 
 #include "runtime.h"
+#include "exectrace.h"
 
 /* errno lives in thread-local storage, and a G may leave gmp_syscall_exit
  * on another thread than it entered: the value is carried across, and
@@ -35,6 +36,7 @@ void gmp_syscall_enter(void)
     if (!mp || !mp->curg || !mp->p)
         return;                     /* a plain thread, or already inside */
     struct p *pp = mp->p;
+    gmp__trace_syscall(pp);
     /* Relaxed: a statistic (trace.c). */
     gmp__owner_inc(&pp->nsyscall, memory_order_relaxed);
     /* Relaxed: informational. */
@@ -67,6 +69,8 @@ static __attribute__((noinline)) void exit_slow(struct m *mp, struct g *gp,
         }
         /* Relaxed: informational. */
         atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+        gmp__trace_sysexit(mp->p, gp);
+        gmp__trace_gostart(mp->p, gp);
     }
     gmp__preempt_point(mp);
     gmp__errno_put(saved_errno);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 
 #include "runtime.h"
+#include "exectrace.h"
 #include "netpoll.h"
 #include "cgroup.h"
 
@@ -103,12 +104,14 @@ static int retake(struct schedt *s, int64_t now)
             now - pd->syscallwhen < SYSMON_MAX_NS)
             continue;
         int expect = P_SYSCALL;
+        int64_t t0 = gmp__trace_now();
         /* Acquire: pairs with gmp_syscall_enter's release; we own the P
          * now, and the M in the syscall will not get it back. */
         if (atomic_compare_exchange_strong_explicit(&pp->status, &expect,
                                                     P_IDLE,
                                                     memory_order_acquire,
                                                     memory_order_relaxed)) {
+            gmp__trace_retaken(pp, t0);
             n++;
             gmp__handoffp(s, pp);
         }
@@ -222,6 +225,7 @@ static void *sysmon_loop(struct schedt *s)
             int32_t n;
             struct g *list = gmp__netpoll(s, 0, &tail, &n);
             if (list) {
+                gmp__trace_injected(NULL, list);
                 gmp__injectglist(s, NULL, list, tail, n);
                 idle = 0;
             }

@@ -232,7 +232,7 @@ static const char *gstatus_name(uint32_t st)
  * head and the first slab's carve mark may be out of step, as another
  * thread maps a slab: a mark outside the first slab counts it whole,
  * never walks past a slab's end. */
-static void each_g(struct schedt *s, bool locked,
+void gmp__each_g(struct schedt *s, bool locked,
                    void (*f)(struct g *gp, void *arg), void *arg)
 {
     if (locked)
@@ -361,7 +361,7 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
                        : mp->lockedpark ? ": idle (locked)\n" : ": busy\n");
     }
     gmp__unlock(&s->lock);
-    each_g(s, true, detail_g, &w);
+    gmp__each_g(s, true, detail_g, &w);
 }
 
 /* ---- gmp_dump ------------------------------------------------------------ */
@@ -519,7 +519,7 @@ static void dump(struct schedt *s, struct wr *w, bool fatal)
     struct dumpctx d = {.w = w,
                         .self = mp && mp->sched == s ? mp->curg : NULL,
                         .now = gmp__nanotime()};
-    each_g(s, !fatal, dump_g, &d);
+    gmp__each_g(s, !fatal, dump_g, &d);
 }
 
 void gmp_dump(FILE *out)
@@ -619,7 +619,7 @@ int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp, void *arg),
     /* Unlocked: a collector calls this while it holds other threads
      * stopped wherever they were, gflock's holder among them maybe;
      * each_g's unlocked walk is safe against a slab being added. */
-    each_g(s, false, stack_of, &c);
+    gmp__each_g(s, false, stack_of, &c);
     return c.n;
 }
 

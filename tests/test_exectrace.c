@@ -1,0 +1,226 @@
+/*
+ * test_exectrace.c - gmp_trace_start/gmp_trace_stop: a trace Go's parser
+ * accepts, with the events the workload must cause.
+ *
+ * Claims, each for a runtime with 1, 2 and 4 Ps: a mixed workload (spawns,
+ * an unbuffered channel ping-pong, a select with a timeout, sleeps, a read
+ * that waits in the poller, a system call long enough for sysmon to take
+ * its P, a mutex, a CPU-bound goroutine preempted) traced from a plain
+ * thread into a file is read by `go tool trace -d` (Go 1.19's
+ * internal/trace, which replays every goroutine's and P's state and
+ * refuses an impossible transition), and the parsed events hold each kind
+ * the workload must cause. Also: starting twice is GMP_EBUSY, stopping
+ * with no trace GMP_EPERM. The test is skipped (77) without `go`.
+ */
+#include "harness.h"
+
+#include <sys/socket.h>
+
+static _Atomic int spin_stop;
+static _Atomic int64_t done;
+static gmp_mutex_t mu = GMP_MUTEX_INIT;
+static int64_t shared;
+
+/* A CPU-bound loop: preempted by signal, or (TSan, where the signal is
+ * off) at the runtime call it makes every 1024 rounds. */
+static void spinner(void *arg)
+{
+    (void)arg;
+    for (int64_t n = 0; !atomic_load_explicit(&spin_stop,
+                                              memory_order_relaxed); n++) {
+#if defined(H_TSAN)
+        if (n % 1024 == 0)
+            (void)gmp_nanotime();
+#else
+        (void)n;
+#endif
+    }
+    atomic_fetch_add(&done, 1);
+}
+
+/* Runs until the spinner has had to give way: at procs=1 it runs only
+ * once the spinner was preempted. */
+static void stopper(void *arg)
+{
+    (void)arg;
+    gmp_sleep(30 * 1000000);
+    atomic_store(&spin_stop, 1);
+    atomic_fetch_add(&done, 1);
+}
+
+static void ponger(void *arg)
+{
+    gmp_chan_t **ch = arg;
+    int v;
+    while (gmp_chan_recv(ch[0], &v) == 0)
+        gmp_chan_send(ch[1], &v);
+    atomic_fetch_add(&done, 1);
+}
+
+static void pinger(void *arg)
+{
+    gmp_chan_t *ch[2] = {gmp_chan_make(sizeof(int), 0),
+                         gmp_chan_make(sizeof(int), 0)};
+    gmp_go(ponger, ch);
+    for (int i = 0; i < 200; i++) {
+        int v = i;
+        gmp_chan_send(ch[0], &v);
+        gmp_chan_recv(ch[1], &v);
+    }
+    /* A select that times out, then one a sender completes. */
+    int v = 0;
+    gmp_case_t c = {ch[1], GMP_RECV, &v, 0};
+    gmp_select(&c, 1, 1000000);
+    gmp_chan_close(ch[0]);
+    while (atomic_load(&done) < 1)  /* the ponger is out */
+        gmp_yield();
+    gmp_chan_free(ch[0]);
+    gmp_chan_free(ch[1]);
+    (void)arg;
+    atomic_fetch_add(&done, 1);
+}
+
+static _Atomic int locking;
+
+/* Holds mu from before the other locker tries it until 5 ms after: the
+ * other spins at most 10 us, then parks (GoBlockSync). */
+static void holder(void *arg)
+{
+    (void)arg;
+    gmp_mutex_lock(&mu);
+    atomic_store(&locking, 1);
+    while (atomic_load(&locking) != 2)
+        gmp_yield();
+    gmp_sleep(5 * 1000000);
+    shared++;
+    gmp_mutex_unlock(&mu);
+    atomic_fetch_add(&done, 1);
+}
+
+static void locker(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&locking) != 1)
+        gmp_yield();
+    atomic_store(&locking, 2);
+    gmp_mutex_lock(&mu);
+    shared++;
+    gmp_mutex_unlock(&mu);
+    atomic_fetch_add(&done, 1);
+}
+
+static int sv[2];
+
+static void reader(void *arg)
+{
+    (void)arg;
+    char b;
+    gmp_read(sv[0], &b, 1);         /* waits in the poller */
+    atomic_fetch_add(&done, 1);
+}
+
+static void writer(void *arg)
+{
+    (void)arg;
+    gmp_sleep(5 * 1000000);
+    gmp_write(sv[1], "x", 1);
+    /* A system call long enough for sysmon to hand its P off. */
+    gmp_syscall_enter();
+    usleep(20000);
+    gmp_syscall_exit();
+    atomic_fetch_add(&done, 1);
+}
+
+static void leaf(void *arg)
+{
+    (void)arg;
+    gmp_sleep(1000000);
+    atomic_fetch_add(&done, 1);
+}
+
+/* Runs `go tool trace -d path` into out; returns its exit status. */
+static int parse(const char *path, char **out)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "go tool trace -d %s 2>&1", path);
+    FILE *f = popen(cmd, "r");
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (f && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 4096)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = 0;
+    *out = buf;
+    return f ? pclose(f) : -1;
+}
+
+static void test_trace_parses_with_every_kind(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/gmprt-trace-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv),
+                     0);
+    atomic_store(&spin_stop, 0);
+    atomic_store(&done, 0);
+    assert_int_equal(gmp_trace_start(fd), 0);
+    assert_int_equal(gmp_trace_start(fd), GMP_EBUSY);
+    assert_int_equal(gmp_go(pinger, NULL), 0);
+    assert_int_equal(gmp_go(spinner, NULL), 0);
+    assert_int_equal(gmp_go(stopper, NULL), 0);
+    atomic_store(&locking, 0);
+    assert_int_equal(gmp_go(holder, NULL), 0);
+    assert_int_equal(gmp_go(locker, NULL), 0);
+    assert_int_equal(gmp_go(reader, NULL), 0);
+    assert_int_equal(gmp_go(writer, NULL), 0);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(gmp_go(leaf, NULL), 0);
+    /* ponger + pinger + spinner + stopper + holder, locker + reader + writer
+     * + 50 leaves */
+    assert_int_equal(h_wait(&done, 58), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    assert_int_equal(gmp_trace_stop(), 0);
+    assert_int_equal(gmp_trace_stop(), GMP_EPERM);
+    gmp_close(sv[0]);
+    gmp_close(sv[1]);
+    close(fd);
+
+    char *out;
+    int rc = parse(path, &out);
+    if (rc != 0)
+        fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", path, out);
+    assert_int_equal(rc, 0);
+    static const char *const kinds[] = {
+        "ProcStart", "ProcStop", "GoCreate", "GoStart", "GoEnd", "GoSched",
+        "GoPreempt", "GoSleep", "GoBlockSend", "GoBlockRecv",
+        "GoBlockSelect", "GoBlockSync", "GoBlockNet", "GoUnblock",
+        "GoSysCall", "GoSysBlock",
+    };
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++) {
+        char pat[64];
+        snprintf(pat, sizeof pat, " %s ", kinds[i]);
+        if (!strstr(out, pat))
+            fprintf(stderr, "no %s event in %s\n", kinds[i], path);
+        assert_non_null(strstr(out, pat));
+    }
+    free(out);
+    unlink(path);
+}
+
+int main(void)
+{
+    if (system("go version >/dev/null 2>&1") != 0) {
+        printf("skipped: `go` (Debian: golang-go) is not installed\n");
+        return 77;
+    }
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_trace_parses_with_every_kind),
+    };
+    return cmocka_run_group_tests_name("exectrace procs=1", t, h_up_1, h_down)
+         + cmocka_run_group_tests_name("exectrace procs=2", t, h_up_2, h_down)
+         + cmocka_run_group_tests_name("exectrace procs=4", t, h_up_4, h_down);
+}
