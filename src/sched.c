@@ -1006,6 +1006,7 @@ static bool yield_direct(struct m *mp, struct g *gp)
         gmp__unlock(&s->lock);
         return false;
     }
+    gmp__trace_gostop(pp, TEV_GOSCHED);
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
@@ -1023,6 +1024,7 @@ static bool yield_direct(struct m *mp, struct g *gp)
     atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
     if (!inherit)
         gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
+    gmp__trace_gostart(pp, next);
     mp->swreason = SW_YIELD;
     mp->directfrom = gp;
     GMP_ASAN_START(&gp->asan_fake, next->stk->lo,

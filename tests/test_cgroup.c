@@ -21,8 +21,9 @@ static char troot[256];
 /* mkdir -p root/rel. */
 static void t_mkdirs(const char *rel)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", troot, rel);
+    char path[1024];
+    assert_true(snprintf(path, sizeof path, "%s/%s", troot, rel) <
+                (int)sizeof path);
     for (char *p = path + strlen(troot) + 1; *p; p++) {
         if (*p != '/')
             continue;
@@ -37,15 +38,16 @@ static void t_mkdirs(const char *rel)
  * sysmon never reads half of it), making its directories. */
 static void t_write(const char *rel, const char *text)
 {
-    char dir[512], path[512], tmp[520];
-    snprintf(dir, sizeof dir, "%s", rel);
+    char dir[1024], path[1024], tmp[1040];
+    assert_true(snprintf(dir, sizeof dir, "%s", rel) < (int)sizeof dir);
     char *slash = strrchr(dir, '/');
     if (slash) {
         *slash = '\0';
         t_mkdirs(dir);
     }
-    snprintf(path, sizeof path, "%s/%s", troot, rel);
-    snprintf(tmp, sizeof tmp, "%s.new", path);
+    assert_true(snprintf(path, sizeof path, "%s/%s", troot, rel) <
+                (int)sizeof path);
+    assert_true(snprintf(tmp, sizeof tmp, "%s.new", path) < (int)sizeof tmp);
     FILE *f = fopen(tmp, "w");
     assert_non_null(f);
     assert_int_equal(fputs(text, f) >= 0, 1);
@@ -55,8 +57,9 @@ static void t_write(const char *rel, const char *text)
 
 static void t_unlink(const char *rel)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", troot, rel);
+    char path[1024];
+    assert_true(snprintf(path, sizeof path, "%s/%s", troot, rel) <
+                (int)sizeof path);
     unlink(path);
 }
 
@@ -542,7 +545,8 @@ struct real {
 static bool put_file(const char *dir, const char *name, const char *text)
 {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_true(snprintf(path, sizeof path, "%s/%s", dir, name) <
+                (int)sizeof path);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
