@@ -1035,7 +1035,7 @@ static void emit_pcts(int64_t *v, int n, const char *u50, const char *u99)
 static void bench_latency(void *arg)
 {
     (void)arg;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_in sin = {.sin_family = AF_INET,
                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof sin;

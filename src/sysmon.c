@@ -13,7 +13,10 @@
  *     another M (gmp__handoffp); at once, without the round, when its G
  *     has used up its slice and another G waits.
  * It also polls the network when nobody has for 10 ms (every M busy
- * running goroutines), and hands what it finds to idle Ps.
+ * running goroutines), and hands what it finds to idle Ps. While every
+ * P is busy it sleeps in the poller itself and preempts Ps for Gs that
+ * timers and the poller ready (sysmon_sleep, hurry_all; docs/design.md,
+ * "Wake-ups while every P is busy").
  * When every P is idle it sleeps on its note until a P is taken again
  * (pidleget wakes it) or the runtime stops, and then goes on at the period
  * it had reached: that wake is not activity (docs/design.md).

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 // latency: wake-ups while every P runs a CPU-bound goroutine. The pinger
