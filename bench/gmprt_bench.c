@@ -944,6 +944,146 @@ static void bench_stw(void *arg)
     emit(STW_ROUNDS, (double)stw_ns[STW_ROUNDS - 1] / 1e3, "us_max");
 }
 
+/* ---- latency: wake-ups while every P runs a CPU-bound goroutine ---------- */
+
+#define LAT_RUN_NS    2000000000LL      /* the sleeper's and the pinger's 2 s */
+#define LAT_PERIOD_NS 1000000LL         /* 1 ms */
+#define LAT_MAX       4096              /* samples kept per series */
+#define LAT_CHUNK     10000ULL          /* LCG steps between looks at the flag */
+
+static _Atomic int lat_stop;            /* relaxed: a stop flag */
+static _Atomic uint64_t lat_steps;      /* each hog adds its count once */
+static int64_t lat_sleep[LAT_MAX], lat_ping[LAT_MAX];
+static int lat_nsleep, lat_nping;       /* written before the wait group */
+static gmp_wg_t lat_hogs;
+
+/* Steps the LCG with no runtime call until told to stop. */
+static void lat_hog(void *arg)
+{
+    uint64_t x = (uint64_t)(uintptr_t)arg, n = 0;
+    while (!atomic_load_explicit(&lat_stop, memory_order_relaxed)) {
+        x = lcg_steps(x, LAT_CHUNK);
+        n += LAT_CHUNK;
+    }
+    sink ^= x;
+    atomic_fetch_add_explicit(&lat_steps, n, memory_order_relaxed);
+    gmp_wg_done(&lat_hogs);
+}
+
+/* Sleeps 1 ms in a loop for 2 s; lateness = return - deadline. */
+static void lat_sleeper(void *arg)
+{
+    (void)arg;
+    int64_t end = gmp_nanotime() + LAT_RUN_NS;
+    for (int64_t t = gmp_nanotime(); t < end && lat_nsleep < LAT_MAX;) {
+        int64_t deadline = t + LAT_PERIOD_NS;
+        gmp_sleep(LAT_PERIOD_NS);
+        t = gmp_nanotime();
+        lat_sleep[lat_nsleep++] = t - deadline;
+    }
+    gmp_wg_done(&wg);
+}
+
+/* Echoes each byte on the accepted connection until end of file. */
+static void lat_ponger(void *arg)
+{
+    int lfd = (int)(intptr_t)arg;
+    int fd = gmp_accept(lfd, NULL, NULL);
+    if (fd < 0)
+        die("accept failed");
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char b;
+    while (gmp_read(fd, &b, 1) == 1)
+        if (gmp_write(fd, &b, 1) != 1)
+            die("write failed");
+    gmp_close(fd);
+    gmp_wg_done(&wg);
+}
+
+static int64_t lat_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* A plain thread: sends one byte every 1 ms for 2 s (absolute ticks; a
+ * tick missed while waiting for a reply is skipped) and times the
+ * reply. */
+static void *lat_pinger(void *arg)
+{
+    struct sockaddr_in sin = *(struct sockaddr_in *)arg;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sin, sizeof sin) != 0)
+        die("connect failed");
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int64_t start = lat_clock(), next = start;
+    while (next < start + LAT_RUN_NS && lat_nping < LAT_MAX) {
+        struct timespec ts = {.tv_sec = next / 1000000000LL,
+                              .tv_nsec = next % 1000000000LL};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
+            ;
+        char b = 'p';
+        int64_t t = lat_clock();
+        if (write(fd, &b, 1) != 1 || read(fd, &b, 1) != 1)
+            die("ping failed");
+        int64_t now = lat_clock();
+        lat_ping[lat_nping++] = now - t;
+        while (next <= now)
+            next += LAT_PERIOD_NS;
+    }
+    close(fd);                  /* the ponger sees end of file */
+    return NULL;
+}
+
+static void emit_pcts(int64_t *v, int n, const char *u50, const char *u99)
+{
+    if (n == 0) {
+        fail("no samples");
+        return;
+    }
+    qsort(v, (size_t)n, sizeof v[0], cmp_i64);
+    emit(n, (double)v[n / 2] / 1e3, u50);
+    emit(n, (double)v[(int64_t)n * 99 / 100] / 1e3, u99);
+}
+
+static void bench_latency(void *arg)
+{
+    (void)arg;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET,
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof sin;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof sin) != 0 ||
+        listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)&sin, &len) != 0)
+        die("cannot listen on 127.0.0.1");
+    gmp_wg_add(&lat_hogs, procs);
+    gmp_wg_add(&wg, 2);
+    int64_t t0 = gmp_nanotime();
+    for (int i = 0; i < procs; i++)
+        if (gmp_go(lat_hog, (void *)(uintptr_t)(LCG_SEED + (uint64_t)i)) != 0)
+            die("gmp_go failed");
+    if (gmp_go(lat_sleeper, NULL) != 0 ||
+        gmp_go(lat_ponger, (void *)(intptr_t)lfd) != 0)
+        die("gmp_go failed");
+    pthread_t th;
+    if (pthread_create(&th, NULL, lat_pinger, &sin) != 0)
+        die("pthread_create failed");
+    gmp_wg_wait(&wg);
+    atomic_store_explicit(&lat_stop, 1, memory_order_relaxed);
+    gmp_wg_wait(&lat_hogs);
+    int64_t el = gmp_nanotime() - t0;
+    GMP_SYSCALL(pthread_join(th, NULL));    /* it has closed its socket */
+    close(lfd);
+    emit_pcts(lat_sleep, lat_nsleep, "sleep_us_p50", "sleep_us_p99");
+    emit_pcts(lat_ping, lat_nping, "ping_us_p50", "ping_us_p99");
+    uint64_t steps = atomic_load_explicit(&lat_steps, memory_order_relaxed);
+    emit((int64_t)steps, (double)steps * 1e9 / (double)el, "hog_steps/s");
+}
+
 /* ---- command line -------------------------------------------------------- */
 
 struct bcase {
@@ -967,6 +1107,7 @@ static const struct bcase cases[] = {
     {"spawnwork", bench_spawnwork},
     {"echo", bench_echo},
     {"stw", bench_stw},
+    {"latency", bench_latency},
 };
 
 static int usable_cpus(void)

@@ -20,6 +20,7 @@
 #                 of that directory); a missing one gets '-' as usual
 #   case ...      default: switch yield spawn skynet pingpong chan mpmc
 #                 steal mutex timers idle syscall pool spawnwork echo
+#                 latency
 #
 # Programs, all run as `<prog> <name> <procs|all> [port]`:
 #   gmprt  $BUILD_DIR/bench/gmprt-bench (CMake, Release)
@@ -76,7 +77,7 @@ shift $((OPTIND - 1))
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] ||
     CASES=(switch yield spawn skynet pingpong chan mpmc steal mutex timers
-           idle syscall pool spawnwork echo)
+           idle syscall pool spawnwork echo latency)
 TIMEOUT=${BENCH_TIMEOUT:-600}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -193,7 +194,7 @@ fi
 procs_for() {
     case $1 in
     switch | yield | syscall) echo 1 ;;
-    spawn | pingpong | chan | steal) echo 1 all ;;
+    spawn | pingpong | chan | steal | latency) echo 1 all ;;
     skynet | mpmc | mutex | timers | idle | pool | spawnwork | echo) echo all ;;
     esac
 }
@@ -213,6 +214,8 @@ units_for() {
     syscall) echo ns/syscall ns/bare ns/own slowdown ;;
     pool | spawnwork) echo ms KiB ;;
     echo) echo roundtrips/s ;;
+    latency) echo sleep_us_p50 sleep_us_p99 ping_us_p50 ping_us_p99 \
+                  hog_steps/s ;;
     esac
 }
 
@@ -435,8 +438,8 @@ echo
 echo "Medians of $RUNS runs; $(nproc) CPUs${cpu:+ ($cpu)};" \
      "$(uname -sm)${gover:+; $gover}."
 [ -n "$ARCH" ] && echo "Built for $ARCH and run under ${EMU[0]}: not a speed figure."
-echo "gmprt/Go below 1 means gmprt is faster or smaller, except for speedup" \
-     "and roundtrips/s, where above 1 means gmprt does better."
+echo "gmprt/Go below 1 means gmprt is faster or smaller, except for speedup," \
+     "roundtrips/s and hog_steps/s, where above 1 means gmprt does better."
 echo
 echo "| case | procs | unit | gmprt | Go | gmprt/Go |"
 echo "|---|---|---|---|---|---|"

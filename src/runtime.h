@@ -370,6 +370,10 @@ struct schedt {
     _Atomic int64_t pollUntil;
     _Atomic uint32_t netpollWaiters;
     _Atomic uint32_t netpollWakeSig;    /* a break is pending */
+    /* Set by sysmon (seq_cst) while it is the M-less poller (sysmon.c);
+     * an M that idles its P meanwhile breaks the poll to get the role
+     * back. */
+    _Atomic bool sysmonpoll;
     int         epfd, evfd;
     struct gmp__mutex pdlock;       /* creates pdtab's chunks */
     _Atomic(struct gmp__pd *) *pdtab;

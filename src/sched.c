@@ -712,6 +712,13 @@ top:
         }
         gmp__trace_injected(NULL, gp);
         gmp__injectglist(s, NULL, gp, tail, n);
+    } else if (atomic_load(&s->sysmonpoll)) {
+        /* sysmon polls for Ps that are all busy, but ours is idle now:
+         * break its poll, and it wakes an M to block there instead
+         * (sysmon.c). Seq_cst: pairs with sysmon's store of sysmonpoll
+         * before its CAS of lastpoll; our exchange above saw its 0, so
+         * this load sees its flag. */
+        gmp__netpoll_break(s);
     } else if (until != 0) {
         /* Another M blocks in the poller: make it wake for our timer if
          * it sleeps past it. Seq_cst: as above. */

@@ -13,9 +13,12 @@
  *     another M (gmp__handoffp); at once, without the round, when its G
  *     has used up its slice and another G waits.
  * It also polls the network when nobody has for 10 ms (every M busy
- * running goroutines), and hands what it finds to idle Ps, and once a
- * second, when procs is the default, reads the cgroup's CPU limit again
- * (cgroup.c) and records the default it gives in sched.procs_default.
+ * running goroutines), and hands what it finds to idle Ps. While every
+ * P is busy it sleeps in the poller itself and preempts Ps for Gs that
+ * timers and the poller ready (sysmon_sleep, hurry_all; docs/design.md,
+ * "Wake-ups while every P is busy"). Once a second, when procs is the
+ * default, it reads the cgroup's CPU limit again (cgroup.c) and records
+ * the default it gives in sched.procs_default.
  * When every P is idle it sleeps on its note until a P is taken again
  * (pidleget wakes it) or the runtime stops, and then goes on at the period
  * it had reached: that wake is not activity (docs/design.md).
@@ -31,6 +34,7 @@
 #include "exectrace.h"
 #include "netpoll.h"
 #include "cgroup.h"
+#include "timer.h"
 
 /* How often an idle sysmon repeats an undecided deadlock check. */
 #define DEADCHECK_RETRY_NS 100000000
@@ -41,6 +45,10 @@
 #define POLL_NS       10000000      /* poll if nobody has for this long */
 #define COARSE_NS     1000000       /* the parks' clock's resolution */
 #define PROCS_NS      1000000000    /* read the CPU limit again (Go's) */
+#define WAIT_SLICE_NS 200000        /* least gap between two preemptions
+                                       of a P for a woken G (hurry) */
+#define POLL_TAKE_NS  1000000       /* take the poller if nobody has polled
+                                       for this long and every P is busy */
 
 /* What sysmon last saw of a P, and since when. */
 struct sysmontick {
@@ -48,6 +56,7 @@ struct sysmontick {
     uint32_t syscalltick;
     int64_t  schedwhen;
     int64_t  syscallwhen;
+    int64_t  hurrywhen;             /* when hurry() last preempted it */
 };
 
 /* Whether a G waits for pp: in its ring or in the global queue. Relaxed
@@ -119,6 +128,119 @@ static int retake(struct schedt *s, int64_t now)
     return n;
 }
 
+/* Preempts the G running on allp[i] for a G that a timer or the poller
+ * readied and that waits behind it, unless it did so less than
+ * WAIT_SLICE_NS ago. Returns 0 when it preempted, else when it may. */
+static int64_t hurry(struct schedt *s, int i, int64_t now)
+{
+    struct sysmontick *pd = &s->sysmon_ticks[i];
+    if (now - pd->hurrywhen < WAIT_SLICE_NS)
+        return pd->hurrywhen + WAIT_SLICE_NS;
+    pd->hurrywhen = now;
+    gmp__preemptone(s, &s->allp[i]);
+    return 0;
+}
+
+static int64_t earlier(int64_t a, int64_t b)
+{
+    return a == 0 || (b != 0 && b < a) ? b : a;
+}
+
+/* While every P is busy: preempts each P that has a due timer (its M
+ * runs it in schedule(), and the woken G runs next), and the Ps for the
+ * *owed Gs sysmon's poll put on the global queue. Returns when to look
+ * again (a pending timer, the end of a P's WAIT_SLICE_NS), 0 for no
+ * reason. With a P idle it does nothing: the M blocked in the poller
+ * wakes for the timers, and idle Ms take the queued Gs. Relaxed loads:
+ * hints, as in retake; the P's M settles what is due under its timer
+ * lock. */
+static int64_t hurry_all(struct schedt *s, int64_t now, int32_t *owed)
+{
+    if (atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0 ||
+        atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0)
+        *owed = 0;
+    if (atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0)
+        return 0;
+    int64_t next = 0;
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        if (atomic_load_explicit(&pp->status, memory_order_relaxed) !=
+            P_RUNNING)
+            continue;
+        int64_t w = atomic_load_explicit(&pp->timer0when,
+                                         memory_order_relaxed);
+        if (w != 0 && w > now) {
+            next = earlier(next, w);
+            w = 0;
+        }
+        if (w != 0 || *owed > 0) {
+            int64_t t = hurry(s, i, now);
+            if (t == 0 && w == 0)
+                --*owed;
+            next = earlier(next, t);
+        }
+    }
+    return next;
+}
+
+/*
+ * Sleeps until `until`: in the poller, while every P is busy and no M
+ * has polled for POLL_TAKE_NS (or since sysmon's own last poll), else on
+ * its note. As the poller it learns at once of a ready fd (it queues
+ * the Gs and hurries Ps for them) and of a new timer earlier than
+ * `until` (gmp__netpoll_wake_for breaks the poll), and costs no more
+ * than the note's sleep. *ownpoll: the lastpoll sysmon itself stored;
+ * *owed: Gs queued for which no P was hurried yet.
+ */
+static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
+                         int64_t *ownpoll, int32_t *owed)
+{
+    int64_t delay = until - now;
+    if (delay <= 0)
+        return;
+    /* Seq_cst: the load and the CAS keep a blocking M's 0 intact. */
+    int64_t lp = atomic_load(&s->lastpoll);
+    if (lp == 0 ||
+        atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0 ||
+        (lp != *ownpoll && now - lp < POLL_TAKE_NS)) {
+        gmp__notetsleep(&s->sysmon_note, delay);
+        return;
+    }
+    /* Seq_cst, the flag before the CAS: an M that idles its P later sees
+     * our 0 in its exchange of lastpoll, then the flag, and breaks the
+     * poll (findrunnable). */
+    atomic_store(&s->sysmonpoll, true);
+    if (!atomic_compare_exchange_strong(&s->lastpoll, &lp, 0)) {
+        atomic_store(&s->sysmonpoll, false);    /* seq_cst: as above */
+        gmp__notetsleep(&s->sysmon_note, delay);
+        return;
+    }
+    /* Seq_cst: see gmp__netpoll_wake_for. */
+    atomic_store(&s->pollUntil, until);
+    struct g *list = NULL, *tail = NULL;
+    int32_t n = 0;
+    /* Relaxed: see struct schedt; the exit breaks the poll. */
+    if (!atomic_load_explicit(&s->exiting, memory_order_relaxed))
+        list = gmp__netpoll(s, delay, &tail, &n);
+    atomic_store(&s->pollUntil, 0);             /* seq_cst: as above */
+    now = gmp__nanotime();
+    *ownpoll = now;
+    atomic_store(&s->sysmonpoll, false);        /* seq_cst: as above */
+    atomic_store(&s->lastpoll, now);            /* seq_cst: as above */
+    if (list) {
+        gmp__trace_injected(NULL, list);
+        gmp__injectglist(s, NULL, list, tail, n);
+        *owed += n;
+    }
+    /* A P went idle while we held the poller, and its M did not block
+     * there: wake one that will. Full barrier before wakep's loads, as
+     * every submitter's. */
+    if (atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0) {
+        gmp__storeload_fence();
+        gmp__wakep(s);
+    }
+}
+
 /* The coarse clock a park stamps its G with (trace.c), and the
  * schedtrace report when one is due. */
 static void tick(struct schedt *s, int64_t now, int64_t *lasttrace)
@@ -167,13 +289,24 @@ static void *sysmon_loop(struct schedt *s)
     int idle = 0;
     int64_t lasttrace = s->start_ns;
     int64_t lastprocs = s->start_ns;
+    int64_t next = 0;               /* from hurry_all */
+    int64_t ownpoll = 0;            /* see sysmon_sleep */
+    int32_t owed = 0;
     for (;;) {
         if (idle == 0)
             delay = SYSMON_MIN_NS;
         else if (idle > 50 && delay < SYSMON_MAX_NS)
             delay = delay * 2 < SYSMON_MAX_NS ? delay * 2
                                                   : SYSMON_MAX_NS;
-        gmp__notetsleep(&s->sysmon_note, delay);
+        int64_t now = gmp__nanotime();
+        int64_t until = now + delay;
+        /* Every P busy: look again by POLL_TAKE_NS, to take the poller. */
+        if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0 &&
+            delay > POLL_TAKE_NS)
+            until = now + POLL_TAKE_NS;
+        if (next != 0 && next < until)
+            until = next;
+        sysmon_sleep(s, now, until, &ownpoll, &owed);
         /* Relaxed: see struct schedt; the exit also wakes the note. */
         if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
             break;
@@ -208,12 +341,14 @@ static void *sysmon_loop(struct schedt *s)
             }
             gmp__noteclear(&s->sysmon_note);
             gmp__unlock(&s->lock);
-            int64_t now = gmp__nanotime();
+            now = gmp__nanotime();
             tick(s, now, &lasttrace);
             update_procs(s, now, &lastprocs);
+            next = 0;
+            owed = 0;
             continue;
         }
-        int64_t now = gmp__nanotime();
+        now = gmp__nanotime();
         tick(s, now, &lasttrace);
         update_procs(s, now, &lastprocs);
         /* Nobody has polled for 10 ms (every M busy): poll for them.
@@ -223,10 +358,12 @@ static void *sysmon_loop(struct schedt *s)
             atomic_compare_exchange_strong(&s->lastpoll, &lp, now)) {
             struct g *tail;
             int32_t n;
+            ownpoll = now;
             struct g *list = gmp__netpoll(s, 0, &tail, &n);
             if (list) {
                 gmp__trace_injected(NULL, list);
                 gmp__injectglist(s, NULL, list, tail, n);
+                owed += n;
                 idle = 0;
             }
         }
@@ -234,6 +371,7 @@ static void *sysmon_loop(struct schedt *s)
             idle = 0;
         else
             idle++;
+        next = hurry_all(s, now, &owed);
     }
     return NULL;
 }
@@ -265,6 +403,7 @@ void gmp__sysmon_stop(struct schedt *s)
     s->sysmonwait = false;
     gmp__notewakeup(&s->sysmon_note);
     gmp__unlock(&s->lock);
+    gmp__netpoll_break(s);          /* if it polls */
     pthread_join(s->sysmon_thread, NULL);
     gmp__free(s->sysmon_ticks, (size_t)s->procs * sizeof *s->sysmon_ticks);
     s->sysmon_ticks = NULL;

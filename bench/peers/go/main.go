@@ -73,6 +73,7 @@ var cases = map[string]benchCase{
 	"pool":      benchPool,
 	"spawnwork": benchSpawnwork,
 	"echo":      benchEcho,
+	"latency":   benchLatency,
 }
 
 // curName is the case being run, for emit.
