@@ -12,6 +12,8 @@
  * `echo <procs|all> <port>` is a server, not a measurement: it serves on
  * 127.0.0.1:<port> until SIGTERM or SIGINT, prints nothing and exits 0;
  * the external load client (bench/echo_client.c) prints the result.
+ * `http <procs|all> <port>` is a server in the same way, loaded by wrk
+ * (bench/run.sh prints the result).
  *
  * `work-floor <procs|all>` is a probe, not a case: the tasks of pool and
  * spawnwork on plain threads with no runtime (see bench_work_floor).
@@ -44,7 +46,7 @@
 
 static const char *case_name;
 static int procs;
-static int port;                /* echo's; 0 when not given */
+static int port;                /* echo's and http's; 0 when not given */
 static int status;              /* exit status set by a failing check */
 
 static void emit(int64_t n, double value, const char *unit)
@@ -786,7 +788,7 @@ static void bench_work_floor(void)
         emit(WORK_TASKS, (double)el / 1e6, "ms");
 }
 
-/* ---- echo: a TCP echo server for the external load client ----------------- */
+/* ---- echo and http: TCP servers for external load programs ---------------- */
 
 #define ECHO_BUF 4096
 
@@ -818,6 +820,76 @@ static void echo_conn(void *arg)
     gmp_close(fd);
 }
 
+/* http: one connection of an HTTP/1.1 keep-alive server. The hand parser
+ * knows only what the case needs: a request ends at its first blank line
+ * ("\r\n\r\n"), carries no body and must be a GET, which gets the one
+ * fixed response. One read may hold several pipelined requests and the
+ * start of the next; their responses go out in one write, and the partial
+ * request moves to the buffer's start to wait for the rest. The
+ * connection closes at end of file, on an error, on a request that is not
+ * a GET (its body, if any, could not be skipped) or on one that does not
+ * fit the buffer. The Go peer's raw server (bench/peers/go) is the same
+ * parser, line for line. */
+#define HTTP_BUF 4096
+#define HTTP_OUT 8192
+
+static const char http_resp[] = "HTTP/1.1 200 OK\r\n"
+                                "Content-Length: 13\r\n"
+                                "\r\n"
+                                "Hello, world!";
+#define HTTP_RESP_LEN (sizeof http_resp - 1)
+
+static void http_conn(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char in[HTTP_BUF], out[HTTP_OUT];
+    size_t have = 0;            /* in[0..have): unanswered bytes */
+    size_t scan = 0;            /* in[0..scan) holds no "\r\n\r\n" */
+    for (;;) {
+        ssize_t n = gmp_read(fd, in + have, sizeof in - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        size_t req = 0, olen = 0;   /* req: where the next request starts */
+        int bad = 0;
+        for (;;) {
+            const char *e = memmem(in + scan, have - scan, "\r\n\r\n", 4);
+            if (e == NULL)
+                break;
+            if (memcmp(in + req, "GET ", 4) != 0) {
+                bad = 1;
+                break;
+            }
+            /* Only when more requests came in one read than fill out. */
+            if (olen + HTTP_RESP_LEN > sizeof out) {
+                if (gmp_write(fd, out, olen) != (ssize_t)olen) {
+                    bad = 1;
+                    break;
+                }
+                olen = 0;
+            }
+            memcpy(out + olen, http_resp, HTTP_RESP_LEN);
+            olen += HTTP_RESP_LEN;
+            req = scan = (size_t)(e - in) + 4;
+        }
+        if (olen > 0 && gmp_write(fd, out, olen) != (ssize_t)olen)
+            break;
+        if (bad)
+            break;
+        /* Keep the partial request; its end, when it comes, can begin at
+         * most 3 bytes before what is here now. */
+        have -= req;
+        memmove(in, in + req, have);
+        scan = have > 3 ? have - 3 : 0;
+        if (have == sizeof in)
+            break;              /* a request larger than the buffer */
+    }
+    gmp_close(fd);
+}
+
+/* The case's per-connection goroutine: echo_conn or http_conn. */
+static void (*serve_conn)(void *);
+
 static void acceptor(void *arg)
 {
     int lfd = (int)(intptr_t)arg;
@@ -826,21 +898,22 @@ static void acceptor(void *arg)
         if (fd == -ECONNABORTED || fd == -EINTR || fd == -EPROTO)
             continue;           /* the client gave up on this one */
         if (fd < 0) {
-            fprintf(stderr, "gmprt-bench echo: accept: %s\n",
+            fprintf(stderr, "gmprt-bench %s: accept: %s\n", case_name,
                     gmp_strerror(fd));
             exit(1);
         }
         /* As Go's net package does for every TCP connection. */
         int one = 1;
         (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (gmp_go(echo_conn, (void *)(intptr_t)fd) != 0)
+        if (gmp_go(serve_conn, (void *)(intptr_t)fd) != 0)
             die("gmp_go failed");
     }
 }
 
-static void bench_echo(void *arg)
+/* Serves on 127.0.0.1:port, a goroutine of serve_conn per connection,
+ * until SIGTERM or SIGINT. */
+static void serve(void)
 {
-    (void)arg;
     /* Non-blocking: the handler must never wait on a full pipe. */
     if (pipe2(stop_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
         fail("pipe2 failed");
@@ -864,8 +937,8 @@ static void bench_echo(void *arg)
         setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(lfd, (struct sockaddr *)&sin, sizeof sin) != 0 ||
         listen(lfd, SOMAXCONN) != 0) {
-        fprintf(stderr, "gmprt-bench echo: cannot listen on 127.0.0.1:%d: "
-                "%s\n", port, strerror(errno));
+        fprintf(stderr, "gmprt-bench %s: cannot listen on 127.0.0.1:%d: "
+                "%s\n", case_name, port, strerror(errno));
         status = 1;
         return;
     }
@@ -876,6 +949,20 @@ static void bench_echo(void *arg)
     if (n != 1)
         fail(n < 0 ? gmp_strerror((int)n) : "the stop pipe closed");
     /* Returning abandons the acceptor and the connections, as Go's main. */
+}
+
+static void bench_echo(void *arg)
+{
+    (void)arg;
+    serve_conn = echo_conn;
+    serve();
+}
+
+static void bench_http(void *arg)
+{
+    (void)arg;
+    serve_conn = http_conn;
+    serve();
 }
 
 /* ---- stw: stopping a world where every P runs a CPU-bound goroutine ------ */
@@ -1106,6 +1193,7 @@ static const struct bcase cases[] = {
     {"pool", bench_pool},
     {"spawnwork", bench_spawnwork},
     {"echo", bench_echo},
+    {"http", bench_http},
     {"stw", bench_stw},
     {"latency", bench_latency},
 };
@@ -1136,7 +1224,8 @@ int main(int argc, char **argv)
         }
         procs = (int)v;
     }
-    /* The port is only for echo, which needs one; the others ignore it. */
+    /* The port is only for the servers, which need one; the others ignore
+     * it. */
     if (argc == 4) {
         char *end;
         long v = strtol(argv[3], &end, 10);
@@ -1146,8 +1235,9 @@ int main(int argc, char **argv)
         }
         port = (int)v;
     }
-    if (strcmp(case_name, "echo") == 0 && port == 0) {
-        fprintf(stderr, "gmprt-bench: echo needs a port\n");
+    if ((strcmp(case_name, "echo") == 0 || strcmp(case_name, "http") == 0) &&
+        port == 0) {
+        fprintf(stderr, "gmprt-bench: %s needs a port\n", case_name);
         return 2;
     }
     if (strcmp(case_name, "switch") == 0) {

@@ -19,7 +19,7 @@
 #                 BUILD_DIR (for a machine with no compilers, given a copy
 #                 of that directory); a missing one gets '-' as usual
 #   case ...      default: switch yield spawn skynet pingpong chan mpmc
-#                 steal mutex timers idle syscall pool spawnwork echo
+#                 steal mutex timers idle syscall pool spawnwork echo http
 #                 latency
 #
 # Programs, all run as `<prog> <name> <procs|all> [port]`:
@@ -32,6 +32,14 @@
 # <port>`, on a free port) that $BUILD_DIR/bench/gmprt-echo-client (CMake,
 # libc only) drives and then stops with SIGTERM; the client's line is the
 # result for that server.
+# `http` is a server the same way (`<prog> http all <port>`), loaded by
+# wrk (Debian's wrk, on PATH; without it the cells are '-'): `wrk -t1
+# -c100 -d5s --latency` and again with -c1000. Each run alternates gmprt,
+# the Go peer's raw server (case http) and Go's net/http (case
+# http-nethttp); this script prints wrk's Requests/sec and 99% latency
+# as `bench=http ... unit=req/s` and `unit=us_p99` lines into the raw
+# output, and the table has a row per connection count and unit for each
+# Go server.
 # Before each case, $BUILD_DIR/bench/gmprt-xcore (CMake, libc and pthreads,
 # no gmprt) times one cache line's round trip between two CPUs; the figures
 # are printed under the table (not under emulation): on a VM they move when
@@ -77,7 +85,7 @@ shift $((OPTIND - 1))
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] ||
     CASES=(switch yield spawn skynet pingpong chan mpmc steal mutex timers
-           idle syscall pool spawnwork echo latency)
+           idle syscall pool spawnwork echo http latency)
 TIMEOUT=${BENCH_TIMEOUT:-600}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -123,6 +131,8 @@ XCORE=$BUILD_DIR/bench/gmprt-xcore
 [ -n "$ARCH" ] && XCORE=                # emulated: no figure of the machine
 GO_BIN=$OUT/go-bench
 BOOST_BIN=$OUT/boost-switch
+WRK=$(command -v wrk) ||
+    note "wrk not found (Debian: wrk); http cells will be '-'"
 
 if [ -n "$NOBUILD" ]; then
     note "-n: timing the programs already in $BUILD_DIR"
@@ -196,6 +206,7 @@ procs_for() {
     switch | yield | syscall) echo 1 ;;
     spawn | pingpong | chan | steal | latency) echo 1 all ;;
     skynet | mpmc | mutex | timers | idle | pool | spawnwork | echo) echo all ;;
+    http | http-c*) echo all ;;
     esac
 }
 
@@ -216,6 +227,7 @@ units_for() {
     echo) echo roundtrips/s ;;
     latency) echo sleep_us_p50 sleep_us_p99 ping_us_p50 ping_us_p99 \
                   hog_steps/s ;;
+    http-c*) echo req/s us_p99 ;;
     esac
 }
 
@@ -300,10 +312,103 @@ run_echo() {
     record "$rt" "$name" "$procs" "$rc" "$out"
 }
 
-# record RT CASE PROCS RC OUT: a run's exit status and output; its result
-# lines go to $RESULTS.
+# wait_listen PORT PID: true once 127.0.0.1:PORT listens (going by
+# /proc/net/tcp), false if PID exits first or 10 s pass.
+wait_listen() {
+    local hex i
+    hex=$(printf '0100007F:%04X' "$1")
+    for ((i = 0; i < 100; i++)); do
+        awk -v a="$hex" 'FNR > 1 && $2 == a && $4 == "0A" { f = 1 }
+            END { exit !f }' /proc/net/tcp && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+
+# wrk_lines PROCS: wrk's report on stdin, as the suite's two lines for
+# http: Requests/sec, and the 99% latency converted to us; n= is the
+# requests completed. Nothing if wrk printed either one badly.
+wrk_lines() {
+    awk -v procs="$1" '
+        / requests in / { n = $1 }
+        /^Requests\/sec:/ { rps = $2 }
+        $1 == "99%" {
+            v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
+            m = -1
+            if (u == "us") m = 1
+            if (u == "ms") m = 1e3
+            if (u == "s") m = 1e6
+            if (u == "m") m = 6e7
+            if (m > 0 && v ~ /^[0-9.]+$/) p99 = v * m
+        }
+        END {
+            if (n == "" || rps == "" || p99 == "") exit
+            printf "bench=http procs=%s n=%s value=%.3f unit=req/s\n", procs, n, rps
+            printf "bench=http procs=%s n=%s value=%.3f unit=us_p99\n", procs, n, p99
+        }'
+}
+
+# run_http RT PROG SCASE PROCS CONNS: one run of the http case. PROG
+# serves SCASE (http, or the Go peer's http-nethttp) on a free port in the
+# background; once it listens, wrk loads it with CONNS connections for 5 s;
+# then the server gets SIGTERM as in run_echo. wrk's figures go to
+# $RESULTS under the case http-c<CONNS>. Socket errors are noted (the
+# figure stands); a response that is not 2xx or 3xx voids the run.
+run_http() {
+    local rt=$1 prog=$2 scase=$3 procs=$4 conns=$5 port out rc=0 src lines
+    port=$(free_port)
+    ${SERVER_TIMEOUT_CMD[@]+"${SERVER_TIMEOUT_CMD[@]}"} ${EMU[@]+"${EMU[@]}"} \
+        "$prog" "$scase" "$procs" "$port" \
+        >"$OUT/server-stdout.txt" 2>"$OUT/server-stderr.txt" &
+    SERVER=$!
+    if wait_listen "$port" "$SERVER"; then
+        # wrk holds an fd per connection.
+        out=$( (ulimit -n $((conns + 64)) 2>/dev/null
+                ${TIMEOUT_CMD[@]+"${TIMEOUT_CMD[@]}"} "$WRK" -t1 -c"$conns" \
+                    -d5s --latency "http://127.0.0.1:$port/") \
+              2>"$OUT/stderr.txt")
+        rc=$?
+    else
+        echo "the server did not listen on port $port" >"$OUT/stderr.txt"
+        rc=1
+    fi
+    kill -TERM "$SERVER" 2>/dev/null
+    wait "$SERVER" 2>/dev/null
+    src=$?
+    SERVER=
+    printf '# %s %s %s -c%d port=%d rc=%d server-rc=%d\n%s\n' "$rt" \
+        "$scase" "$procs" "$conns" "$port" "$rc" "$src" "$out" >>"$RAW"
+    if [ $src -ne 0 ]; then
+        note "$rt $scase $procs: server exit $src:" \
+             "$(tail -n 1 "$OUT/server-stderr.txt")"
+    fi
+    if [ -s "$OUT/server-stdout.txt" ]; then
+        note "$rt $scase: stray server output:" \
+             "$(head -n 1 "$OUT/server-stdout.txt")"
+    fi
+    case $out in *"Socket errors"*)
+        note "$rt $scase -c$conns:" \
+             "$(printf '%s\n' "$out" | grep -m1 'Socket errors' | sed 's/^ *//')"
+    esac
+    case $out in *"Non-2xx"*)
+        note "$rt $scase -c$conns: run voided:" \
+             "$(printf '%s\n' "$out" | grep -m1 'Non-2xx' | sed 's/^ *//')"
+        return
+    esac
+    lines=$(printf '%s\n' "$out" | wrk_lines "$(nproc)")
+    printf '%s\n' "$lines" >>"$RAW"
+    if [ "$rc" -eq 0 ] && [ -z "$lines" ]; then
+        note "$rt $scase -c$conns: no figures in wrk's output"
+        return
+    fi
+    record "$rt" http "$procs" "$rc" "$lines" "http-c$conns"
+}
+
+# record RT CASE PROCS RC OUT [KEY]: a run's exit status and output; its
+# result lines go to $RESULTS, under the case KEY (default CASE).
 record() {
-    local rt=$1 name=$2 procs=$3 rc=$4 out=$5
+    local rt=$1 name=$2 procs=$3 rc=$4 out=$5 key=${6:-$2}
     if [ "$rc" -eq 124 ] && [ ${#TIMEOUT_CMD[@]} -gt 0 ]; then
         note "$rt $name $procs: timed out after ${TIMEOUT}s"
         return
@@ -311,7 +416,8 @@ record() {
         note "$rt $name $procs: exit $rc: $(tail -n 1 "$OUT/stderr.txt")"
         return
     fi
-    printf '%s\n' "$out" | awk -v rt="$rt" -v name="$name" -v procs="$procs" '
+    printf '%s\n' "$out" |
+        awk -v rt="$rt" -v name="$name" -v key="$key" -v procs="$procs" '
         /^bench=/ {
             delete f
             for (i = 1; i <= NF; i++) {
@@ -322,7 +428,7 @@ record() {
                 print "run.sh: " rt " " name ": ignored: " $0 > "/dev/stderr"
                 next
             }
-            print rt, name, procs, f["unit"], f["value"], f["procs"]
+            print rt, key, procs, f["unit"], f["value"], f["procs"]
             next
         }
         { print "run.sh: " rt " " name ": stray output: " $0 > "/dev/stderr" }
@@ -355,8 +461,23 @@ for name in "${CASES[@]}"; do
         note "unknown case '$name' (see BENCHMARKS.md)"
         continue
     fi
-    RUN_CASES+=("$name")
     xcore "$name"
+    if [ "$name" = http ]; then
+        # Connection counts first: each gets its rows in the table.
+        for conns in 100 1000; do
+            RUN_CASES+=("http-c$conns")
+            [ -n "$WRK" ] || continue
+            note "http -c$conns procs=all: $RUNS runs each"
+            for ((i = 1; i <= RUNS; i++)); do
+                [ -n "$GMPRT" ] && run_http gmprt "$GMPRT" http all "$conns"
+                [ -n "$GO_BIN" ] && run_http peer "$GO_BIN" http all "$conns"
+                [ -n "$GO_BIN" ] &&
+                    run_http nethttp "$GO_BIN" http-nethttp all "$conns"
+            done
+        done
+        continue
+    fi
+    RUN_CASES+=("$name")
     peer=$(peer_for "$name")
     gm=$GMPRT
     if [ "$name" = echo ] && [ -z "$ECHO_CLIENT" ]; then
@@ -439,13 +560,14 @@ echo "Medians of $RUNS runs; $(nproc) CPUs${cpu:+ ($cpu)};" \
      "$(uname -sm)${gover:+; $gover}."
 [ -n "$ARCH" ] && echo "Built for $ARCH and run under ${EMU[0]}: not a speed figure."
 echo "gmprt/Go below 1 means gmprt is faster or smaller, except for speedup," \
-     "roundtrips/s and hog_steps/s, where above 1 means gmprt does better."
+     "roundtrips/s, req/s and hog_steps/s, where above 1 means gmprt does better."
 echo
 echo "| case | procs | unit | gmprt | Go | gmprt/Go |"
 echo "|---|---|---|---|---|---|"
 for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
     label=$name
     [ "$name" = switch ] && label="switch (Go column: Boost.Context)"
+    case $name in http-c*) label="http -c${name#http-c}" ;; esac
     # Expected units first, then any other unit a program printed.
     units=$(units_for "$name")
     extra=$(awk -v c="$name" '$2 == c { print $4 }' "$RESULTS" | awk '!s[$0]++')
@@ -458,6 +580,13 @@ for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
             p=$(median peer "$name" "$procs" "$u")
             echo "| $label | $(procs_label "$name" "$procs") | $u |" \
                  "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
+            case $name in http-c*)
+                # The second Go server: net/http.
+                p=$(median nethttp "$name" "$procs" "$u")
+                echo "| $label (Go column: net/http) |" \
+                     "$(procs_label "$name" "$procs") | $u | $(fmt "$g") |" \
+                     "$(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
+            esac
         done
     done
     if [ "$name" = steal ]; then

@@ -5,9 +5,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -472,6 +474,12 @@ func benchSpawnwork(procs int) error {
 // prints nothing: the external load client measures the round trips. Go's
 // listener sets SO_REUSEADDR and its connections TCP_NODELAY by default.
 func benchEcho(procs int) error {
+	return serveConns(echoConn)
+}
+
+// serveConns listens on 127.0.0.1:port and runs conn in a goroutine of its
+// own for each connection, until SIGTERM or SIGINT.
+func serveConns(conn func(net.Conn)) error {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
@@ -490,7 +498,7 @@ func benchEcho(procs int) error {
 				failed <- err
 				return
 			}
-			go echoConn(c)
+			go conn(c)
 		}
 	}()
 	select {
@@ -515,5 +523,108 @@ func echoConn(c net.Conn) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// http: an HTTP/1.1 keep-alive server on 127.0.0.1:port, one goroutine per
+// connection, answering every GET with the fixed 13-byte response, until
+// SIGTERM or SIGINT; wrk measures it. This is gmprt_bench.c's hand parser
+// on a raw net.Conn, line for line (see http_conn there for what it
+// knows); the case http-nethttp is the same server on net/http.
+const (
+	httpBuf = 4096
+	httpOut = 8192
+)
+
+var httpResp = []byte("HTTP/1.1 200 OK\r\n" +
+	"Content-Length: 13\r\n" +
+	"\r\n" +
+	"Hello, world!")
+
+var httpEnd = []byte("\r\n\r\n")
+var httpGet = []byte("GET ")
+
+func benchHTTP(procs int) error {
+	return serveConns(httpConn)
+}
+
+func httpConn(c net.Conn) {
+	defer c.Close()
+	in := make([]byte, httpBuf)
+	out := make([]byte, 0, httpOut)
+	have := 0 // in[:have]: unanswered bytes
+	scan := 0 // in[:scan] holds no "\r\n\r\n"
+	for {
+		// A TCP net.Conn returns data or an error, never both.
+		n, err := c.Read(in[have:])
+		if err != nil {
+			return
+		}
+		have += n
+		req := 0 // where the next request starts
+		out = out[:0]
+		bad := false
+		for {
+			e := bytes.Index(in[scan:have], httpEnd)
+			if e < 0 {
+				break
+			}
+			if !bytes.HasPrefix(in[req:have], httpGet) {
+				bad = true
+				break
+			}
+			// Only when more requests came in one read than fill out.
+			if len(out)+len(httpResp) > httpOut {
+				if _, werr := c.Write(out); werr != nil {
+					return
+				}
+				out = out[:0]
+			}
+			out = append(out, httpResp...)
+			req = scan + e + 4
+			scan = req
+		}
+		if len(out) > 0 {
+			if _, werr := c.Write(out); werr != nil {
+				return
+			}
+		}
+		if bad {
+			return
+		}
+		// Keep the partial request; its end, when it comes, can begin at
+		// most 3 bytes before what is here now.
+		have = copy(in, in[req:have])
+		scan = 0
+		if have > 3 {
+			scan = have - 3
+		}
+		if have == httpBuf {
+			return // a request larger than the buffer
+		}
+	}
+}
+
+// http-nethttp: the http case's work on net/http, the server Go programs
+// use. net/http adds its own Date and Content-Type headers.
+func benchNetHTTP(procs int) error {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "13")
+			w.Write(httpResp[len(httpResp)-13:])
+		})}
+	failed := make(chan error, 1)
+	go func() { failed <- srv.Serve(ln) }()
+	select {
+	case <-stop:
+		return nil
+	case err := <-failed:
+		return err
 	}
 }

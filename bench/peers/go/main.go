@@ -17,7 +17,9 @@
 //
 // echo is a server, not a measurement: "echo <procs|all> <port>" serves on
 // 127.0.0.1:<port> until SIGTERM or SIGINT, prints nothing and exits 0;
-// the external load client (bench/echo_client.c) prints the result.
+// the external load client (bench/echo_client.c) prints the result. http
+// and http-nethttp (the same server on net/http) are servers in the same
+// way, loaded by wrk; bench/run.sh prints the result.
 package main
 
 import (
@@ -74,12 +76,16 @@ var cases = map[string]benchCase{
 	"spawnwork": benchSpawnwork,
 	"echo":      benchEcho,
 	"latency":   benchLatency,
+	"http":      benchHTTP,
+	// Not a case of its own: http's work on net/http, a second peer.
+	"http-nethttp": benchNetHTTP,
 }
 
 // curName is the case being run, for emit.
 var curName string
 
-// port is the command line's third argument, for echo ("" when absent).
+// port is the command line's third argument, for the servers ("" when
+// absent).
 var port string
 
 // emit prints one result line.
@@ -173,8 +179,9 @@ func main() {
 			usage("port must be in 1..65535")
 		}
 	}
-	if name == "echo" && port == "" {
-		usage("echo needs a port")
+	if (name == "echo" || name == "http" || name == "http-nethttp") &&
+		port == "" {
+		usage(name + " needs a port")
 	}
 	runtime.GOMAXPROCS(procs)
 	curName = name
