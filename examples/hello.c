@@ -1,6 +1,7 @@
 /*
- * hello.c - goroutines at work: main spawns a tree of goroutines that
- * yield to each other, then waits for all of them with a wait group.
+ * hello.c - goroutines at work: main spawns eight workers that yield to
+ * each other for three rounds, then waits for all of them with a wait
+ * group.
  *
  *   cmake -B build && cmake --build build && ./build/examples/hello
  */

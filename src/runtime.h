@@ -5,7 +5,8 @@
  *   G  a goroutine: function, saved context, stack (bound at first run),
  *      status, id, queue link.
  *   M  an OS thread. Its g0 context runs the scheduler on the thread's own
- *      stack; every G -> G transition goes G -> g0 -> G.
+ *      stack; a G -> G transition goes G -> g0 -> G but for the direct
+ *      park and yield (sched.c).
  *   P  the right to run goroutines, with a 256-slot lock-free ring run
  *      queue plus runnext, and free-G and free-stack caches.
  *   sched  the global run queue, idle P and M lists, spinning count; all

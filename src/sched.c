@@ -43,10 +43,14 @@
  *
  * The G -> g0 -> G switch
  * -----------------------
- * A G gives up its M only by switching to the M's g0 with a reason
+ * A G gives up its M by switching to the M's g0 with a reason
  * (gmp__mcall). g0 acts on the reason only after the G's stack is left:
  * puts it on a queue (yield), calls the park callback (park), frees it
  * (exit). So no other M can resume a G before its switch-out completed.
+ * Two shortcuts switch G -> G where the scheduler's choice is known
+ * (gmp__park_direct, yield_direct): the next G completes the previous
+ * one's switch in resumed(), in the same order (docs/design.md,
+ * Switching).
  */
 #include <errno.h>
 #include <pthread.h>
