@@ -280,6 +280,10 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
             continue;
         }
         struct gmp__pd *pd = ev[i].data.ptr;
+        /* The kernel orders the epoll_ctl that registered pd before this
+         * report of it, so its initialisation before our reads; TSan does
+         * not know that (pd_register releases). */
+        GMP_TSAN_ACQUIRE(pd);
         uint32_t e = ev[i].events;
         int modes = 0;
         if (e & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
@@ -394,6 +398,7 @@ static int pd_register(struct schedt *s, struct gmp__pd *pd, int fd)
         .events = EPOLLIN | EPOLLPRI | EPOLLOUT | EPOLLRDHUP | EPOLLET,
         .data.ptr = pd,
     };
+    GMP_TSAN_RELEASE(pd);           /* for the poller: see gmp__netpoll */
     if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == 0 || errno == EEXIST)
         pd->pollable = true;
     else if (errno == EPERM)

@@ -69,11 +69,18 @@ void __tsan_func_exit(void);
 #define GMP_TSAN_CREATE()       __tsan_create_fiber(0)
 #define GMP_TSAN_DESTROY(f)     __tsan_destroy_fiber(f)
 #define GMP_TSAN_SWITCH(f)      __tsan_switch_to_fiber((f), 0)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+/* An order TSan cannot see: one made by the kernel (netpoll.c). */
+#define GMP_TSAN_RELEASE(a)     __tsan_release(a)
+#define GMP_TSAN_ACQUIRE(a)     __tsan_acquire(a)
 #else
 #define GMP_TSAN_CURRENT()      ((void *)0)
 #define GMP_TSAN_CREATE()       ((void *)0)
 #define GMP_TSAN_DESTROY(f)     ((void)(f))
 #define GMP_TSAN_SWITCH(f)      ((void)(f))
+#define GMP_TSAN_RELEASE(a)     ((void)(a))
+#define GMP_TSAN_ACQUIRE(a)     ((void)(a))
 #endif
 
 /* On a function that reads another goroutine's stack while that goroutine

@@ -52,7 +52,7 @@ static void ponger(void *arg)
 {
     gmp_chan_t **ch = arg;
     int v;
-    while (gmp_chan_recv(ch[0], &v) == 0)
+    while (gmp_chan_recv(ch[0], &v) == 0 && v >= 0)
         gmp_chan_send(ch[1], &v);
     atomic_fetch_add(&done, 1);
 }
@@ -71,7 +71,18 @@ static void pinger(void *arg)
     int v = 0;
     gmp_case_t c = {ch[1], GMP_RECV, &v, 0};
     gmp_select(&c, 1, 1000000);
-    gmp_chan_close(ch[0]);
+    /* One more round that blocks each side for certain: a try on an
+     * unbuffered channel succeeds only against a parked peer, so the
+     * ponger waited in its receive (GoBlockRecv), then in its send
+     * (GoBlockSend). Then -1 tells it to stop. */
+    v = 1000;
+    while (gmp_chan_trysend(ch[0], &v) != 0)
+        gmp_yield();
+    while (gmp_chan_tryrecv(ch[1], &v) != 0)
+        gmp_yield();
+    v = -1;
+    while (gmp_chan_trysend(ch[0], &v) != 0)
+        gmp_yield();
     while (atomic_load(&done) < 1)  /* the ponger is out */
         gmp_yield();
     gmp_chan_free(ch[0]);
