@@ -67,8 +67,13 @@ static bool has_work(struct schedt *s, struct p *pp)
            atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0;
 }
 
-/* One look at every P. Returns how many Ps it retook from syscalls. */
-static int retake(struct schedt *s, int64_t now)
+/* One look at every P. Returns how many Ps it retook from syscalls.
+ * round: sysmon's period (20 us, doubling to 10 ms while nothing
+ * happens). A syscall is given a whole round, even when sysmon looks
+ * more often for the sake of woken Gs (hurry_all): a look every 1 ms
+ * would otherwise hand off a P whose M the host stalled for 1 ms, in a
+ * call of a microsecond, where a look every round would not. */
+static int retake(struct schedt *s, int64_t now, int64_t round)
 {
     int n = 0;
     for (int i = 0; i < s->procs; i++) {
@@ -106,6 +111,8 @@ static int retake(struct schedt *s, int64_t now)
             pd->syscallwhen = now;
             continue;
         }
+        if (!sysretake && now - pd->syscallwhen < round)
+            continue;
         if (gmp__runqempty(pp) &&
             atomic_load_explicit(&s->nmspinning, memory_order_relaxed) +
                     atomic_load_explicit(&s->npidle, memory_order_relaxed) >
@@ -367,7 +374,7 @@ static void *sysmon_loop(struct schedt *s)
                 idle = 0;
             }
         }
-        if (retake(s, now) > 0)
+        if (retake(s, now, delay) > 0)
             idle = 0;
         else
             idle++;
