@@ -207,7 +207,7 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
         return;
     /* Seq_cst: the load and the CAS keep a blocking M's 0 intact. */
     int64_t lp = atomic_load(&s->lastpoll);
-    if (lp == 0 ||
+    if (lp == 0 || !gmp__netpoll_waiting(s) ||
         atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0 ||
         (lp != *ownpoll && now - lp < POLL_TAKE_NS)) {
         gmp__notetsleep(&s->sysmon_note, delay);
@@ -307,9 +307,12 @@ static void *sysmon_loop(struct schedt *s)
                                                   : SYSMON_MAX_NS;
         int64_t now = gmp__nanotime();
         int64_t until = now + delay;
-        /* Every P busy: look again by POLL_TAKE_NS, to take the poller. */
+        /* Every P busy and a G waiting in the poller: look again by
+         * POLL_TAKE_NS, to take the poller. Only then: looking more often
+         * for nothing would also shorten the round a syscall is given
+         * before its P is retaken (retake). */
         if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0 &&
-            delay > POLL_TAKE_NS)
+            delay > POLL_TAKE_NS && gmp__netpoll_waiting(s))
             until = now + POLL_TAKE_NS;
         if (next != 0 && next < until)
             until = next;
