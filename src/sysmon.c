@@ -207,7 +207,7 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
         return;
     /* Seq_cst: the load and the CAS keep a blocking M's 0 intact. */
     int64_t lp = atomic_load(&s->lastpoll);
-    if (lp == 0 || !gmp__netpoll_waiting(s) ||
+    if (lp == 0 ||
         atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0 ||
         (lp != *ownpoll && now - lp < POLL_TAKE_NS)) {
         gmp__notetsleep(&s->sysmon_note, delay);
