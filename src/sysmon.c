@@ -307,12 +307,13 @@ static void *sysmon_loop(struct schedt *s)
                                                   : SYSMON_MAX_NS;
         int64_t now = gmp__nanotime();
         int64_t until = now + delay;
-        /* Every P busy and a G waiting in the poller: look again by
-         * POLL_TAKE_NS, to take the poller. Only then: looking more often
-         * for nothing would also shorten the round a syscall is given
-         * before its P is retaken (retake). */
+        /* Every P busy and a G waiting in the poller or on a timer: look
+         * again by POLL_TAKE_NS, to take the poller. Only then: looking
+         * more often for nothing would also shorten the round a syscall
+         * is given before its P is retaken (retake). */
         if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0 &&
-            delay > POLL_TAKE_NS && gmp__netpoll_waiting(s))
+            delay > POLL_TAKE_NS &&
+            (gmp__netpoll_waiting(s) || gmp__timers_next(s) != 0))
             until = now + POLL_TAKE_NS;
         if (next != 0 && next < until)
             until = next;
