@@ -61,6 +61,7 @@ struct settings {
     bool   dump_on_sigquit;
     int    schedtrace_ms;
     bool   scheddetail;
+    int    stall_ms;
     bool   keep_nofile;
     char   preempt_objects[GMP_PREEMPT_OBJECTS_MAX];
 };
@@ -216,6 +217,8 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     long trace = debug_value("schedtrace", 0);
     out->schedtrace_ms = trace > 0 && trace <= 3600000 ? (int)trace : 0;
     out->scheddetail = debug_value("scheddetail", 0) > 0;
+    long stall = debug_value("stall", 0);
+    out->stall_ms = stall > 0 && stall <= 3600000 ? (int)stall : 0;
     out->keep_nofile = cfg->keep_nofile_limit != 0;
     /* GMP_DEBUG's list, when it has one, replaces the config's: it may
      * widen or narrow it. */
@@ -294,6 +297,7 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     s->guard_size = gmp__guard_for(set->stack_size);
     s->schedtrace_ms = set->schedtrace_ms;
     s->scheddetail = set->scheddetail;
+    s->stall_ns = (int64_t)set->stall_ms * 1000000;
     s->start_ns = gmp__nanotime();
     gmp__timers_setup();
     /* Relaxed: not yet published. */

@@ -265,6 +265,31 @@ struct p {
 
 /* ---- sched -------------------------------------------------------------- */
 
+/* GMP_DEBUG=stall (sysmon.c): sysmon's request to the thread running a
+ * stalled G for the G's name and backtrace, one record per P. state moves
+ * by CAS or by the one side that owns the record in it: STALL_ASKED
+ * (sysmon, tick and its own fields set before) -> STALL_TAKING (the
+ * preemption signal's handler on the P's thread) -> STALL_TAKEN, or
+ * STALL_GONE when the P has started another slice since (the handler,
+ * the G's fields written in between) -> STALL_IDLE (sysmon, after it
+ * reported); or STALL_ASKED -> STALL_IDLE when sysmon gives up waiting.
+ * Each side reads what the other wrote after its own acquire CAS or load
+ * of a state the other stored with release. */
+enum { STALL_IDLE, STALL_ASKED, STALL_TAKING, STALL_TAKEN, STALL_GONE };
+#define GMP_STALL_FRAMES 32
+struct gmp__stall {
+    GMP_ALIGNED _Atomic int state;
+    uint32_t    tick;               /* the P's schedtick sysmon saw stay */
+    int64_t     asked_ns;           /* when sysmon asked */
+    int64_t     ran_ns;             /* how long the slice had run then */
+    uint64_t    goid;               /* the handler's, from here on */
+    const char *label;
+    void      (*fn)(void *);
+    void       *arg;
+    int         n;                  /* frames in pc[] */
+    uintptr_t   pc[GMP_STALL_FRAMES];
+};
+
 struct gslab {                      /* header of an mmap'd chunk of Gs */
     struct gslab *next;
     size_t        len;
@@ -360,6 +385,9 @@ struct schedt {
     int64_t     start_ns;           /* when the runtime started (fixed) */
     int         schedtrace_ms;      /* GMP_DEBUG=schedtrace (fixed) */
     bool        scheddetail;        /* GMP_DEBUG=scheddetail (fixed) */
+    int64_t     stall_ns;           /* GMP_DEBUG=stall, 0: off (fixed) */
+    struct gmp__stall *stalls;      /* procs records while stall_ns > 0
+                                       (sysmon.c) */
 
     /* The poller (netpoll.c). lastpoll: when an M last returned from
      * epoll_wait, 0 while one blocks in it (at most one does); pollUntil:
@@ -518,6 +546,12 @@ GMP_HIDDEN void gmp__schedtrace(struct schedt *s, int64_t now);
 /* Every goroutine, through the fatal writer (throw.c), taking no lock.
  * Context: a fatal report. */
 GMP_HIDDEN void gmp__dump_fatal(struct schedt *s);
+/* The stall report (GMP_DEBUG=stall) of the G st names, run on P pid,
+ * on stderr: with its name and frames when how is STALL_TAKEN; else
+ * without, saying why (STALL_GONE: the slice ended first; STALL_ASKED:
+ * no answer; STALL_IDLE: no handler). Context: sysmon. */
+GMP_HIDDEN void gmp__stall_report(struct schedt *s, int pid,
+                                  const struct gmp__stall *st, int how);
 GMP_HIDDEN int gmp__sigquit_install(void);
 GMP_HIDDEN void gmp__sigquit_restore(void);
 
@@ -538,6 +572,10 @@ GMP_HIDDEN void gmp__errno_put(int e);
 /* ---- preempt.c ---------------------------------------------------------- */
 GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
 GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
+/* Sends the preemption signal to pp's thread so that its handler takes
+ * the backtrace sysmon asked for in s->stalls[pp->id]. Returns false when
+ * no handler is installed (asynchronous preemption off). Context: sysmon. */
+GMP_HIDDEN bool gmp__stall_signal(struct schedt *s, struct p *pp);
 /* The stack pointer of the code a signal interrupted (uc: the handler's
  * ucontext_t), for the other handlers. Async-signal-safe. */
 GMP_HIDDEN uintptr_t gmp__uc_sp(const void *uc);

@@ -12,6 +12,10 @@
  *     to notice new work, and after 10 ms regardless, and handed to
  *     another M (gmp__handoffp); at once, without the round, when its G
  *     has used up its slice and another G waits.
+ * With GMP_DEBUG=stall=N it also reports, once per slice, a G that has
+ * run N ms without a scheduling point: stall_ask has the P's thread name
+ * the G and take its backtrace in the preemption signal's handler
+ * (preempt.c, stall_take), and a later round prints it (stall_collect).
  * It also polls the network when nobody has for 10 ms (every M busy
  * running goroutines), and hands what it finds to idle Ps, and once a
  * second, when procs is the default, reads the cgroup's CPU limit again
@@ -48,7 +52,54 @@ struct sysmontick {
     uint32_t syscalltick;
     int64_t  schedwhen;
     int64_t  syscallwhen;
+    bool     stalled;               /* this slice was reported a stall */
 };
+
+#define STALL_WAIT_NS 100000000     /* for the handler's backtrace */
+
+/* GMP_DEBUG=stall: asks pp's thread, through the preemption signal, for
+ * the G that has run since sysmon saw schedtick tick, and its backtrace
+ * (struct gmp__stall); reports at once, without them, where no handler
+ * can answer. Once per slice: pd->stalled. */
+static void stall_ask(struct schedt *s, struct p *pp, struct sysmontick *pd,
+                      int64_t now)
+{
+    struct gmp__stall *st = &s->stalls[pp->id];
+    pd->stalled = true;
+    /* Relaxed: only sysmon leaves STALL_IDLE. */
+    if (atomic_load_explicit(&st->state, memory_order_relaxed) != STALL_IDLE)
+        return;                     /* the previous one is still out */
+    st->tick = pd->schedtick;
+    st->asked_ns = now;
+    st->ran_ns = now - pd->schedwhen;
+    /* Release: the handler's acquire CAS sees tick. */
+    atomic_store_explicit(&st->state, STALL_ASKED, memory_order_release);
+    if (gmp__stall_signal(s, pp))
+        return;
+    /* Relaxed: nobody else moves it from STALL_ASKED without a signal. */
+    atomic_store_explicit(&st->state, STALL_IDLE, memory_order_relaxed);
+    gmp__stall_report(s, pp->id, st, STALL_IDLE);
+}
+
+/* Reports what a handler took for pp, or gives up on it after
+ * STALL_WAIT_NS (signal blocked on that thread). */
+static void stall_collect(struct schedt *s, struct p *pp, int64_t now)
+{
+    struct gmp__stall *st = &s->stalls[pp->id];
+    /* Acquire: pairs with the handler's release, for the G's fields. */
+    int state = atomic_load_explicit(&st->state, memory_order_acquire);
+    if (state == STALL_TAKEN || state == STALL_GONE) {
+        gmp__stall_report(s, pp->id, st, state);
+        /* Relaxed: the handler moves only STALL_ASKED. */
+        atomic_store_explicit(&st->state, STALL_IDLE, memory_order_relaxed);
+    } else if (state == STALL_ASKED && now - st->asked_ns > STALL_WAIT_NS &&
+               atomic_compare_exchange_strong_explicit(
+                   &st->state, &state, STALL_IDLE, memory_order_relaxed,
+                   memory_order_relaxed)) {
+        /* Relaxed both: nothing was written for us to read. */
+        gmp__stall_report(s, pp->id, st, STALL_ASKED);
+    }
+}
 
 /* Whether a G waits for pp: in its ring or in the global queue. Relaxed
  * hints, as everything retake reads. */
@@ -65,16 +116,25 @@ static int retake(struct schedt *s, int64_t now)
     for (int i = 0; i < s->procs; i++) {
         struct p *pp = &s->allp[i];
         struct sysmontick *pd = &s->sysmon_ticks[i];
+        if (s->stalls)
+            stall_collect(s, pp, now);
         /* Relaxed, here and below: see the top of the file. */
         int st = atomic_load_explicit(&pp->status, memory_order_relaxed);
         bool sysretake = false;
         if (st == P_RUNNING || st == P_SYSCALL) {
             uint32_t t = atomic_load_explicit(&pp->schedtick,
                                               memory_order_relaxed);
-            if (pd->schedtick != t) {
+            /* schedwhen 0: never looked at this P (its first slice has
+             * tick 0, as our record). */
+            if (pd->schedtick != t || pd->schedwhen == 0) {
                 pd->schedtick = t;
                 pd->schedwhen = now;
-            } else if (now - pd->schedwhen >= PREEMPT_NS) {
+                pd->stalled = false;
+            } else if (st == P_RUNNING && s->stall_ns > 0 && !pd->stalled &&
+                       now - pd->schedwhen >= s->stall_ns) {
+                stall_ask(s, pp, pd, now);
+            }
+            if (pd->schedtick == t && now - pd->schedwhen >= PREEMPT_NS) {
                 gmp__preemptone(s, pp);
                 /* A G that used up its slice inside a syscall sees the
                  * mark only when it returns: its P is taken at once if
@@ -243,6 +303,11 @@ int gmp__sysmon_start(struct schedt *s)
     struct sysmontick *ticks = gmp__alloc((size_t)s->procs * sizeof *ticks);
     if (!ticks)
         return GMP_ENOMEM;
+    if (s->stall_ns > 0 &&
+        !(s->stalls = gmp__alloc((size_t)s->procs * sizeof *s->stalls))) {
+        gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
+        return GMP_ENOMEM;
+    }
     s->sysmon_ticks = ticks;        /* before the thread reads it */
     int err, tries = 0;
     while ((err = pthread_create(&s->sysmon_thread, NULL, sysmon, s)) != 0 &&
@@ -251,6 +316,9 @@ int gmp__sysmon_start(struct schedt *s)
     if (err != 0) {
         s->sysmon_ticks = NULL;
         gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
+        if (s->stalls)
+            gmp__free(s->stalls, (size_t)s->procs * sizeof *s->stalls);
+        s->stalls = NULL;
         return GMP_EAGAIN;
     }
     return 0;
@@ -268,4 +336,8 @@ void gmp__sysmon_stop(struct schedt *s)
     pthread_join(s->sysmon_thread, NULL);
     gmp__free(s->sysmon_ticks, (size_t)s->procs * sizeof *s->sysmon_ticks);
     s->sysmon_ticks = NULL;
+    /* No M is left to take a signal that reads it. */
+    if (s->stalls)
+        gmp__free(s->stalls, (size_t)s->procs * sizeof *s->stalls);
+    s->stalls = NULL;
 }

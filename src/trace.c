@@ -364,6 +364,54 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
     gmp__each_g(s, true, detail_g, &w);
 }
 
+/* ---- The stall report ---------------------------------------------------- */
+
+void gmp__stall_report(struct schedt *s, int pid, const struct gmp__stall *st,
+                       int how)
+{
+    (void)s;
+    bool taken = how == STALL_TAKEN;
+    struct wr w = {.put = put_line};
+    wputs(&w, "gmprt: ");
+    if (taken) {
+        wputs(&w, "goroutine ");
+        wputu(&w, st->goid);
+        if (st->label) {            /* the program keeps it while set */
+            wputs(&w, " \"");
+            wputs(&w, st->label);
+            wputs(&w, "\"");
+        }
+    } else {
+        wputs(&w, "a goroutine");
+    }
+    wputs(&w, " has run ");
+    wputi(&w, st->ran_ns / 1000000);
+    wputs(&w, " ms without a scheduling point (P");
+    wputu(&w, (uint64_t)pid);
+    wputs(&w, ")");
+    if (!taken) {
+        wputs(&w, how == STALL_GONE ? "; it yielded before its stack was"
+                                      " taken"
+                  : how == STALL_ASKED ? "; its thread did not answer"
+                                       : "; asynchronous preemption is off,"
+                                         " so neither its id nor its stack"
+                                         " is known");
+        wputs(&w, "\n\n");
+        return;
+    }
+    wputs(&w, ":\n");
+    for (int i = 0; i < st->n; i++) {
+        wputs(&w, "\t");
+        wsym(&w, st->pc[i]);
+        wputs(&w, "\n");
+    }
+    wputs(&w, "started as ");
+    wsym(&w, (uintptr_t)st->fn);
+    wputs(&w, "(");
+    wputx(&w, (uintptr_t)st->arg);
+    wputs(&w, ")\n\n");
+}
+
 /* ---- gmp_dump ------------------------------------------------------------ */
 
 /* Frame pointers from fp up, each frame [fp] = caller's fp, [fp + 8] =
