@@ -154,6 +154,8 @@ struct m {
     struct p   *p;                  /* attached P */
     struct p   *nextp;              /* P handed over by startm (sched.lock) */
     struct p   *oldp;               /* P given up by gmp_syscall_enter */
+    int64_t     syscall_t0;         /* its clock, when metrics are timed
+                                       (metrics.h); else 0 */
     struct m   *schedlink;          /* idle-M list link (sched.lock) */
     struct m   *alllink;            /* all-M list (sched.lock) */
     int64_t     id;
@@ -261,6 +263,13 @@ struct p {
     _Atomic uint32_t runqtail;
     _Atomic(struct g *) runnext;
     _Atomic(struct g *) runq[GMP_RUNQ_SIZE];
+
+    /* Timed metrics (metrics.h), only while gmp__metrics_on: written by
+     * the owner (relaxed), summed by gmp_metrics. Lines of their own,
+     * which only this P's owner writes. */
+    GMP_ALIGNED _Atomic uint64_t latency[GMP_METRICS_LATENCY_BUCKETS];
+    _Atomic uint64_t latency_ns;
+    _Atomic uint64_t syscall_ns;
 };
 
 /* ---- sched -------------------------------------------------------------- */
@@ -689,6 +698,13 @@ static inline int64_t gmp__nanotime(void)
                           atomic_load_explicit((obj), memory_order_relaxed) \
                               + 1,                                          \
                           (order))
+
+/* gmp__owner_inc's, adding n. */
+#define gmp__owner_inc_by(obj, n)                                           \
+    atomic_store_explicit((obj),                                            \
+                          atomic_load_explicit((obj), memory_order_relaxed) \
+                              + (n),                                        \
+                          memory_order_relaxed)
 
 /* xorshift64*: per-M, no sharing. */
 static inline uint32_t gmp__fastrand(struct m *mp)

@@ -1,5 +1,6 @@
 /*
- * trace.c - looking inside the scheduler: gmp_stats, the schedtrace lines
+ * trace.c - looking inside the scheduler: gmp_stats, gmp_metrics (whose
+ * timed half metrics.h records), the stall report, the schedtrace lines
  * sysmon prints (GMP_DEBUG=schedtrace=N,scheddetail=1), and gmp_dump, whose
  * core also writes the deadlock and stack-overflow reports and the dump on
  * SIGQUIT.
@@ -30,6 +31,7 @@
 #include "runtime.h"
 #include "sigchain.h"
 #include "park.h"
+#include "metrics.h"
 
 #define MAX_FRAMES 32
 
@@ -203,6 +205,72 @@ int gmp_stats(gmp_stats_t *out)
         return GMP_EPERM;
     }
     stats_of(s, out);
+    return 0;
+}
+
+/* ---- gmp_metrics --------------------------------------------------------- */
+
+GMP_ALIGNED _Atomic int gmp__metrics_on;
+/* The line after the flag stays clear of everything else's writes. */
+static GMP_ALIGNED char metrics_pad[GMP_CACHELINE] __attribute__((unused));
+
+void gmp__metrics_started(struct p *pp, struct g *gp)
+{
+    /* Relaxed: see metrics.h; only a G's own transitions write it. */
+    int64_t t = __atomic_load_n(&gp->waitsince, __ATOMIC_RELAXED);
+    if (t >= 0)
+        return;                     /* not stamped runnable */
+    __atomic_store_n(&gp->waitsince, 0, __ATOMIC_RELAXED);
+    int64_t d = gmp__nanotime() + t;
+    if (d < 0)
+        d = 0;
+    int b = 63 - __builtin_clzll((uint64_t)d | 1);
+    if (b >= GMP_METRICS_LATENCY_BUCKETS)
+        b = GMP_METRICS_LATENCY_BUCKETS - 1;
+    /* Relaxed: owner-written statistics (struct p). */
+    gmp__owner_inc(&pp->latency[b], memory_order_relaxed);
+    gmp__owner_inc_by(&pp->latency_ns, (uint64_t)d);
+}
+
+static void count_g(struct g *gp, void *arg)
+{
+    gmp_metrics_t *out = arg;
+    /* Relaxed: informational (see the file comment). */
+    switch (atomic_load_explicit(&gp->status, memory_order_relaxed)) {
+    case G_RUNNABLE: out->goroutines_runnable++; break;
+    case G_RUNNING:  out->goroutines_running++; break;
+    case G_WAITING:  out->goroutines_waiting++; break;
+    case G_SYSCALL:  out->goroutines_syscall++; break;
+    default: break;
+    }
+}
+
+int gmp_metrics(gmp_metrics_t *out)
+{
+    if (!out)
+        return GMP_EINVAL;
+    gmp__preempt_check();
+    memset(out, 0, sizeof *out);
+    struct schedt *s = cursched();
+    if (!s)
+        return GMP_EPERM;
+    if (gmp__metrics_enabled())
+        out->flags |= GMP_METRICS_TIMED;
+    /* Relaxed, all: counters read as a snapshot, each one monotonic. */
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        for (int b = 0; b < GMP_METRICS_LATENCY_BUCKETS; b++) {
+            uint64_t n = atomic_load_explicit(&pp->latency[b],
+                                              memory_order_relaxed);
+            out->sched_latency[b] += n;
+            out->sched_latency_count += n;
+        }
+        out->sched_latency_ns +=
+            atomic_load_explicit(&pp->latency_ns, memory_order_relaxed);
+        out->syscall_ns +=
+            atomic_load_explicit(&pp->syscall_ns, memory_order_relaxed);
+    }
+    gmp__each_g(s, true, count_g, out);
     return 0;
 }
 
