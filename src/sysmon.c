@@ -52,6 +52,7 @@ struct sysmontick {
     uint32_t syscalltick;
     int64_t  schedwhen;
     int64_t  syscallwhen;
+    int64_t  stallwhen;             /* schedwhen, for GMP_DEBUG=stall */
     bool     stalled;               /* this slice was reported a stall */
 };
 
@@ -71,7 +72,7 @@ static void stall_ask(struct schedt *s, struct p *pp, struct sysmontick *pd,
         return;                     /* the previous one is still out */
     st->tick = pd->schedtick;
     st->asked_ns = now;
-    st->ran_ns = now - pd->schedwhen;
+    st->ran_ns = now - pd->stallwhen;
     /* Release: the handler's acquire CAS sees tick. */
     atomic_store_explicit(&st->state, STALL_ASKED, memory_order_release);
     if (gmp__stall_signal(s, pp))
@@ -124,17 +125,20 @@ static int retake(struct schedt *s, int64_t now)
         if (st == P_RUNNING || st == P_SYSCALL) {
             uint32_t t = atomic_load_explicit(&pp->schedtick,
                                               memory_order_relaxed);
-            /* schedwhen 0: never looked at this P (its first slice has
-             * tick 0, as our record). */
-            if (pd->schedtick != t || pd->schedwhen == 0) {
-                pd->schedtick = t;
-                pd->schedwhen = now;
+            /* stallwhen 0: never looked at this P, whose first slice has
+             * tick 0 as our record (the preemption below counts that
+             * slice from time 0, as it always has). */
+            if (pd->schedtick != t || pd->stallwhen == 0) {
+                pd->stallwhen = now;
                 pd->stalled = false;
             } else if (st == P_RUNNING && s->stall_ns > 0 && !pd->stalled &&
-                       now - pd->schedwhen >= s->stall_ns) {
+                       now - pd->stallwhen >= s->stall_ns) {
                 stall_ask(s, pp, pd, now);
             }
-            if (pd->schedtick == t && now - pd->schedwhen >= PREEMPT_NS) {
+            if (pd->schedtick != t) {
+                pd->schedtick = t;
+                pd->schedwhen = now;
+            } else if (now - pd->schedwhen >= PREEMPT_NS) {
                 gmp__preemptone(s, pp);
                 /* A G that used up its slice inside a syscall sees the
                  * mark only when it returns: its P is taken at once if
