@@ -925,6 +925,31 @@ GMP_EXTERN int gmp_trace_start(int fd);
  */
 GMP_EXTERN int gmp_trace_stop(void);
 
+/*
+ * The flight recorder: the tracer's events kept in memory, in a ring of
+ * about bytes (at least 128 KiB), whose oldest events give way to new
+ * ones, so that what led up to a problem can be written out after it
+ * happened. Recording costs what tracing costs; nothing is written until
+ * gmp_flightrec_write. A tracer and a flight recorder do not run at once.
+ * Returns 0, GMP_EBUSY (a trace or flight recorder runs), GMP_EPERM (no
+ * runtime), GMP_ENOMEM. Context: a goroutine, or a plain thread.
+ */
+GMP_EXTERN int gmp_flightrec_start(size_t bytes);
+
+/*
+ * Writes the events the ring holds to fd as a trace Go 1.19's `go tool
+ * trace` reads: the state of every goroutine and P at the oldest event
+ * kept, then the events from there to now. The world is stopped while it
+ * writes. Recording goes on. Returns 0, GMP_EBADF (fd < 0), GMP_EPERM (no
+ * flight recorder), GMP_ENOMEM, or the negative errno of a failed write.
+ * Context: a goroutine, or a plain thread.
+ */
+GMP_EXTERN int gmp_flightrec_write(int fd);
+
+/* Stops the flight recorder and frees its memory. Returns 0, or
+ * GMP_EPERM (none running). Context: a goroutine, or a plain thread. */
+GMP_EXTERN int gmp_flightrec_stop(void);
+
 /* ---- Goroutine-local storage and thread affinity ------------------------ */
 
 /*

@@ -79,6 +79,7 @@ static _Noreturn void report(struct schedt *s)
 {
     gmp__fatal_begin("all goroutines are asleep - deadlock!\n");
     gmp__dump_fatal(s);
+    gmp__flightrec_report(true, true);
     gmp__fatal_end();
 }
 

@@ -80,6 +80,7 @@ static void stall_ask(struct schedt *s, struct p *pp, struct sysmontick *pd,
     /* Relaxed: nobody else moves it from STALL_ASKED without a signal. */
     atomic_store_explicit(&st->state, STALL_IDLE, memory_order_relaxed);
     gmp__stall_report(s, pp->id, st, STALL_IDLE);
+    gmp__flightrec_report(false, false);
 }
 
 /* Reports what a handler took for pp, or gives up on it after
@@ -93,12 +94,14 @@ static void stall_collect(struct schedt *s, struct p *pp, int64_t now)
         gmp__stall_report(s, pp->id, st, state);
         /* Relaxed: the handler moves only STALL_ASKED. */
         atomic_store_explicit(&st->state, STALL_IDLE, memory_order_relaxed);
+        gmp__flightrec_report(false, false);
     } else if (state == STALL_ASKED && now - st->asked_ns > STALL_WAIT_NS &&
                atomic_compare_exchange_strong_explicit(
                    &st->state, &state, STALL_IDLE, memory_order_relaxed,
                    memory_order_relaxed)) {
         /* Relaxed both: nothing was written for us to read. */
         gmp__stall_report(s, pp->id, st, STALL_ASKED);
+        gmp__flightrec_report(false, false);
     }
 }
 

@@ -32,6 +32,7 @@
 #include "sigchain.h"
 #include "park.h"
 #include "metrics.h"
+#include "exectrace.h"
 
 #define MAX_FRAMES 32
 
@@ -752,8 +753,10 @@ static void on_quit(int sig, siginfo_t *si, void *uc)
     /* Acquire: as in cursched. */
     struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
     gmp__fatal_begin("SIGQUIT: goroutine dump\n");
-    if (s)
+    if (s) {
         gmp__dump_fatal(s);
+        gmp__flightrec_report(false, true);
+    }
     if (old_quit.sa_handler != SIG_DFL && old_quit.sa_handler != SIG_IGN)
         gmp__sig_chain(sig, si, uc, &old_quit);
     _exit(2);                       /* as Go does after its dump */
