@@ -154,7 +154,11 @@ typedef struct gmp_config {
     void  *hook_ctx;
     int    keep_nofile_limit; /* nonzero: leave RLIMIT_NOFILE as it is (see
                             gmp_main on the open-file limit)               */
-    int    reserved_int_;
+    int    sched_metrics; /* nonzero: record the timed metrics of
+                            gmp_metrics (scheduling latency, time in
+                            system calls), at a clock read per goroutine
+                            start and two per system-call bracket;
+                            GMP_DEBUG=schedmetrics=1 turns them on too  */
     /* Which code a preemption signal may stop (see Preemption below);
      * NULL or "": the main program only, never a shared object. A
      * ':'-separated list adds every shared object whose file name
@@ -760,6 +764,44 @@ typedef struct gmp_stats {
 GMP_EXTERN int gmp_stats(gmp_stats_t *out);
 
 /*
+ * Metrics beside gmp_stats's counters, summed on read like them, in the
+ * shape of Go's runtime/metrics: /sched/latencies:seconds (how long a
+ * goroutine waited between becoming runnable and starting to run), the
+ * time goroutines spent inside system-call brackets, and Go 1.26's
+ * /sched/goroutines (goroutines by state). The timed ones are recorded
+ * only when the runtime was started with gmp_config_t.sched_metrics (or
+ * GMP_DEBUG=schedmetrics=1); flags then has GMP_METRICS_TIMED.
+ */
+#define GMP_METRICS_LATENCY_BUCKETS 40
+#define GMP_METRICS_TIMED 1u        /* latency and syscall_ns recorded */
+typedef struct gmp_metrics {
+    uint64_t flags;                 /* GMP_METRICS_* */
+    /* Starts by how long the goroutine had been runnable: [i] counts
+     * waits of 2^i to 2^(i+1) - 1 ns ([0] also 0 ns; the last, every
+     * longer one). A goroutine's first start counts from its creation;
+     * one that leaves a system call and finds its P free does not wait
+     * and is not counted. */
+    uint64_t sched_latency[GMP_METRICS_LATENCY_BUCKETS];
+    uint64_t sched_latency_count;   /* the buckets' sum                  */
+    uint64_t sched_latency_ns;      /* the counted waits' total          */
+    uint64_t syscall_ns;            /* inside gmp_syscall_enter/exit
+                                       brackets, of goroutines with a P  */
+    /* Goroutines by state, counted by looking at each: a snapshot taken
+     * while they move, so the sum may differ from goroutines_live. */
+    uint64_t goroutines_runnable;   /* on a run queue                    */
+    uint64_t goroutines_running;    /* on a thread, with a P             */
+    uint64_t goroutines_waiting;    /* parked: channel, lock, sleep, I/O */
+    uint64_t goroutines_syscall;    /* inside a system-call bracket      */
+    /* Room for metrics later versions add; zero until then. */
+    uint64_t reserved_[24];
+} gmp_metrics_t;
+
+/* Fills *out. Returns 0, GMP_EINVAL (out NULL), GMP_EPERM (no runtime:
+ * *out is zeroed). Context: any thread; walks every goroutine record
+ * (about a microsecond per thousand goroutines), stopping nothing. */
+GMP_EXTERN int gmp_metrics(gmp_metrics_t *out);
+
+/*
  * Writes every goroutine to out, in Go's traceback shape:
  *
  *   goroutine 7 [chan receive, 12 ms]:
@@ -882,6 +924,31 @@ GMP_EXTERN int gmp_trace_start(int fd);
  * Context: a goroutine, or a plain thread.
  */
 GMP_EXTERN int gmp_trace_stop(void);
+
+/*
+ * The flight recorder: the tracer's events kept in memory, in a ring of
+ * about bytes (at least 128 KiB), whose oldest events give way to new
+ * ones, so that what led up to a problem can be written out after it
+ * happened. Recording costs what tracing costs; nothing is written until
+ * gmp_flightrec_write. A tracer and a flight recorder do not run at once.
+ * Returns 0, GMP_EBUSY (a trace or flight recorder runs), GMP_EPERM (no
+ * runtime), GMP_ENOMEM. Context: a goroutine, or a plain thread.
+ */
+GMP_EXTERN int gmp_flightrec_start(size_t bytes);
+
+/*
+ * Writes the events the ring holds to fd as a trace Go 1.19's `go tool
+ * trace` reads: the state of every goroutine and P at the oldest event
+ * kept, then the events from there to now. The world is stopped while it
+ * writes. Recording goes on. Returns 0, GMP_EBADF (fd < 0), GMP_EPERM (no
+ * flight recorder), GMP_ENOMEM, or the negative errno of a failed write.
+ * Context: a goroutine, or a plain thread.
+ */
+GMP_EXTERN int gmp_flightrec_write(int fd);
+
+/* Stops the flight recorder and frees its memory. Returns 0, or
+ * GMP_EPERM (none running). Context: a goroutine, or a plain thread. */
+GMP_EXTERN int gmp_flightrec_stop(void);
 
 /* ---- Goroutine-local storage and thread affinity ------------------------ */
 

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "exectrace.h"
 #include "park.h"
 #include "netpoll.h"
 #include "timer.h"
@@ -78,6 +79,7 @@ static _Noreturn void report(struct schedt *s)
 {
     gmp__fatal_begin("all goroutines are asleep - deadlock!\n");
     gmp__dump_fatal(s);
+    gmp__flightrec_report(true, true);
     gmp__fatal_end();
 }
 
@@ -94,6 +96,13 @@ void gmp__checkdead(struct schedt *s)
     if (!s->main_mode || atomic_load_explicit(&s->exiting,
                                               memory_order_relaxed))
         return;
+    /* gmp_main has not made its main goroutine yet (a trace started
+     * with the runtime stops and idles every M first), or it is on its
+     * way into a queue, which takes this lock. */
+    struct g *mg = atomic_load_explicit(&s->maing, memory_order_relaxed);
+    if (!mg || atomic_load_explicit(&mg->status, memory_order_relaxed) ==
+                   G_RUNNABLE)
+        return;
     if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0)
         return;
     for (int i = 0; i < s->procs; i++)
@@ -104,7 +113,11 @@ void gmp__checkdead(struct schedt *s)
      * in the poller rather than idle; this is the belt to those braces.) */
     if (gmp__timers_next(s) != 0 || gmp__netpoll_waiting(s))
         return;
-    long known = s->mcount + 1 + (s->sysmon_ticks ? 1 : 0);
+    /* The tracer's writer thread (exectrace.c) is the runtime's too.
+     * Relaxed: a stale flag only leaves the check undecided a round. */
+    long known = s->mcount + 1 + (s->sysmon_ticks ? 1 : 0) +
+                 (atomic_load_explicit(&gmp__tracing, memory_order_relaxed)
+                      ? 1 : 0);
     /* Undecided while another thread lives; it may exit without ever
      * touching the runtime, so sysmon asks again now and then. */
     s->deadcheck_retry = process_threads() != known;

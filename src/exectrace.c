@@ -59,6 +59,38 @@
  * buffers reach the queue in the order it filled them, which is the order
  * the parser reads a P's batches in.
  *
+ * Flight recorder. gmp_flightrec_start records the same events with no
+ * descriptor: the writer thread moves full buffers onto a ring (rlock)
+ * instead, and once the ring holds more than its size it drops the
+ * oldest buffers, whole. A window that starts in the middle of the run
+ * must still be a trace Go's parser accepts, which replays each
+ * goroutine from its GoCreate and each P from its ProcStart. So each
+ * dropped buffer is first decoded into a shadow state (SH): per
+ * goroutine the state its latest event left it in, with that event's
+ * time (the ring drops buffers of different Ps out of time order, and
+ * the latest event wins in any order of application; a G that ended
+ * goes once no kept event can precede its end), and per P whether it
+ * runs, its thread and its goroutine (a P's buffers leave in its own
+ * order). Writing a window (the world stopped, as a trace's start)
+ * takes the cut just after the latest dropped event: every kept event
+ * before it is applied to a copy of the shadow too; the copy is written
+ * as a prefix in the form gmp_trace_start writes (GoCreate for every
+ * goroutine alive, GoWaiting, GoInSyscall; per running P a ProcStart and
+ * the GoStartLocal of its goroutine), just before the cut, and then every
+ * kept buffer from the cut on, each as a batch of its own whose first
+ * event is re-encoded with a zero delta. The reports (the deadlock's, a
+ * stall's, SIGQUIT's) write it to GMP_FLIGHTREC's file. The stall's and
+ * SIGQUIT's run while Ps record: they read each current buffer up to the
+ * length its writer published (a release store per event, a plain store
+ * on x86) and end the window at the moment they began; an event whose
+ * clock was read before that moment and published after it, or a buffer
+ * filled just then and on its way to the ring, is missing, and the
+ * parser may then refuse the window. Memory: the ring, what the Ps fill
+ * in one writer period, and the shadow (a few words per goroutine
+ * alive). Alternatives rejected: a snapshot of every goroutine's state
+ * at each drop (a stop of the world per 64 KiB of events); keeping the
+ * state up to date at each event (a cost on every fast path while on).
+ *
  * Limits. Stacks are not recorded: every event names stack 0. A plain
  * thread, sysmon or an M leaving a system call without a P changes a
  * goroutine's state without the world being stopped; if it does so
@@ -66,7 +98,10 @@
  * walk and its event may disagree and Go's parser refuses the trace. The
  * events written with GMP_TRACE, which starts before any goroutine
  * exists, cannot meet that.
- * Locks: lk (start/stop, a gmp_mutex_t) > glock > qlock.
+ * The SIGQUIT dump takes qlock and rlock inside the signal handler: a
+ * thread interrupted while it holds one hangs the dump.
+ * Locks: lk (start/stop, a gmp_mutex_t) > glock > qlock; rlock is taken
+ * after qlock is released (absorb), never inside it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -83,11 +118,16 @@
 #define GLOBAL_SLOT GMP_MAXPROCS
 
 struct tbuf {
-    struct tbuf *next;              /* queue or free list (qlock) */
+    struct tbuf *next;              /* queue, ring or free list (qlock,
+                                       rlock) */
     int64_t      lastts;            /* the previous event's time */
     uint32_t     len;               /* bytes of data used; 0: no batch yet */
     int32_t      pid;
-    uint8_t      data[TBUF_SIZE - 24];
+    /* The first event's time, 0 before it: stored (relaxed) once by the
+     * writer of the slot, read (relaxed) by a flight recorder dump that
+     * leaves current buffers alone (it bounds what they may hold). */
+    _Atomic int64_t firstts;
+    uint8_t      data[TBUF_SIZE - 32];
 };
 
 GMP_ALIGNED _Atomic int gmp__tracing;
@@ -113,6 +153,14 @@ static struct {
     struct gmp__note  stopnote;     /* tells the writer to finish */
     int               werr;         /* the writer's first errno (lk's
                                        holder reads it after the join) */
+    /* The flight recorder (fixed while active): full buffers go to the
+     * ring instead of the descriptor. rlock guards the ring and sh. */
+    bool              ring;
+    size_t            ringmax;      /* buffers the ring keeps */
+    char             *frpath;       /* GMP_FLIGHTREC's, for the reports */
+    struct gmp__mutex rlock;
+    struct tbuf      *rhead, *rtail;
+    size_t            rn;
 } T = {.lk = GMP_MUTEX_INIT};
 
 /* ---- Encoding -------------------------------------------------------- */
@@ -175,38 +223,31 @@ static struct tbuf *refill(struct tbuf *full, int pid)
     if (!b && !(b = gmp__alloc(sizeof *b)))
         return NULL;
     b->next = NULL;
-    b->len = 0;
+    __atomic_store_n(&b->len, 0, __ATOMIC_RELAXED);    /* as in emit */
     b->pid = pid;
+    /* Relaxed: see struct tbuf; the buffer is not yet anyone's. */
+    atomic_store_explicit(&b->firstts, 0, memory_order_relaxed);
     return b;
 }
 
-static void emit(struct tslot *sl, int pid, int ev, int64_t ts, uint64_t a,
-                 uint64_t b)
+/* EvBatch [pid, time] at p. */
+static uint8_t *enc_batch(uint8_t *p, int pid, int64_t ts)
 {
-    struct tbuf *bf = sl->cur;
-    if (GMP_UNLIKELY(!bf || bf->len > sizeof bf->data - EV_MAX)) {
-        bf = sl->cur = refill(bf, pid);
-        if (!bf)
-            return;
-    }
-    if (!ts)
-        ts = gmp__nanotime();
-    uint8_t *p = bf->data + bf->len;
-    if (bf->len == 0) {             /* EvBatch [pid, time]: two values */
-        *p++ = TEV_BATCH | 1 << 6;
-        p = uleb(p, (uint64_t)(int64_t)pid);
-        p = uleb(p, (uint64_t)ts);
-        bf->lastts = ts;
-    }
-    if (ts < bf->lastts)            /* a taker's clock read before its CAS */
-        ts = bf->lastts;
+    *p++ = TEV_BATCH | 1 << 6;      /* two values */
+    p = uleb(p, (uint64_t)(int64_t)pid);
+    return uleb(p, (uint64_t)ts);
+}
+
+/* Event ev, dt after the previous one, with args a and b, at p. */
+static uint8_t *enc_ev(uint8_t *p, int ev, uint64_t dt, uint64_t a,
+                       uint64_t b)
+{
     bool stack;
     int n = nargs(ev, &stack);
-    uint64_t v[4] = {(uint64_t)(ts - bf->lastts), a, b, 0};
+    uint64_t v[4] = {dt, a, b, 0};
     int nv = 1 + n + (stack ? 1 : 0);
     if (stack)
         v[n + 1] = 0;               /* stack id 0: none recorded */
-    bf->lastts = ts;
     if (nv <= 3) {                  /* the count of values in the top bits */
         *p++ = (uint8_t)(ev | (nv - 1) << 6);
         for (int i = 0; i < nv; i++)
@@ -220,7 +261,37 @@ static void emit(struct tslot *sl, int pid, int ev, int64_t ts, uint64_t a,
         memcpy(p, tmp, (size_t)(q - tmp));
         p += q - tmp;
     }
-    bf->len = (uint32_t)(p - bf->data);
+    return p;
+}
+
+static void emit(struct tslot *sl, int pid, int ev, int64_t ts, uint64_t a,
+                 uint64_t b)
+{
+    struct tbuf *bf = sl->cur;
+    if (GMP_UNLIKELY(!bf || bf->len > sizeof bf->data - EV_MAX)) {
+        bf = refill(bf, pid);
+        /* Release: a flight recorder dump that loads the slot (acquire,
+         * absorb and fr_write_locked) sees the buffer's initialisation. */
+        __atomic_store_n(&sl->cur, bf, __ATOMIC_RELEASE);
+        if (!bf)
+            return;
+    }
+    if (!ts)
+        ts = gmp__nanotime();
+    uint8_t *p = bf->data + bf->len;
+    if (bf->len == 0) {
+        p = enc_batch(p, pid, ts);
+        bf->lastts = ts;
+        /* Relaxed: see struct tbuf. */
+        atomic_store_explicit(&bf->firstts, ts, memory_order_relaxed);
+    }
+    if (ts < bf->lastts)            /* a taker's clock read before its CAS */
+        ts = bf->lastts;
+    p = enc_ev(p, ev, (uint64_t)(ts - bf->lastts), a, b);
+    bf->lastts = ts;
+    /* Release: a flight recorder dump while the world runs reads the
+     * bytes below len after its acquire load (fr_write_locked). */
+    __atomic_store_n(&bf->len, (uint32_t)(p - bf->data), __ATOMIC_RELEASE);
 }
 
 void gmp__trace_ev(struct p *pp, int ev, int64_t ts, uint64_t a, uint64_t b)
@@ -266,6 +337,324 @@ void gmp__trace_unblock_list(struct p *pp, struct g *head)
         gmp__trace_ev(pp, TEV_GOUNBLOCKLOCAL, 0, gp->goid, 0);
 }
 
+
+/* ---- The flight recorder: shadow state --------------------------------- */
+
+/* What the events dropped from the ring left each goroutine and P in
+ * (the essay's "Flight recorder"). A goroutine's entry keeps the state
+ * its latest event gave it and that event's time: the ring drops whole
+ * buffers of different Ps out of time order, and the latest event wins
+ * whatever the order they are applied in. A P's state follows its own
+ * events in order (its buffers leave the ring in the order it filled
+ * them). */
+enum { SG_FREE, SG_RUNNABLE, SG_RUNNING, SG_WAITING, SG_SYSCALL, SG_DEAD };
+
+struct shg {
+    uint64_t goid;                  /* 0: a free slot */
+    int64_t  ts;
+    uint32_t st;
+};
+
+struct shp {
+    bool     running;
+    uint64_t curg;
+    uint64_t tid;
+};
+
+struct shadow {
+    struct shg *tab;                /* open addressing, linear probing */
+    uint32_t    cap, n;             /* cap a power of two, n <= cap / 2 */
+    bool        fixed;              /* may not grow (fatal reports) */
+    int64_t     maxts;              /* the latest event applied */
+    struct shp  p[GMP_MAXPROCS];
+};
+
+static struct shadow SH;            /* rlock */
+
+static struct shg *sh_find(struct shadow *sh, uint64_t goid, bool add)
+{
+    if (add && (sh->n + 1) * 2 > sh->cap && !sh->fixed) {
+        uint32_t ncap = sh->cap ? sh->cap * 2 : 1024;
+        struct shg *nt = gmp__alloc((size_t)ncap * sizeof *nt);
+        if (nt) {
+            for (uint32_t i = 0; i < sh->cap; i++) {
+                struct shg *e = &sh->tab[i];
+                if (!e->goid)
+                    continue;
+                uint32_t j = (uint32_t)(e->goid * 0x9e3779b97f4a7c15ull >>
+                                        32) & (ncap - 1);
+                while (nt[j].goid)
+                    j = (j + 1) & (ncap - 1);
+                nt[j] = *e;
+            }
+            if (sh->tab)
+                gmp__free(sh->tab, (size_t)sh->cap * sizeof *sh->tab);
+            sh->tab = nt;
+            sh->cap = ncap;
+        }
+    }
+    if (!sh->cap)
+        return NULL;
+    uint32_t j = (uint32_t)(goid * 0x9e3779b97f4a7c15ull >> 32) &
+                 (sh->cap - 1);
+    for (uint32_t k = 0; k < sh->cap; k++, j = (j + 1) & (sh->cap - 1)) {
+        if (sh->tab[j].goid == goid)
+            return &sh->tab[j];
+        if (!sh->tab[j].goid) {
+            if (!add || sh->n + 1 >= sh->cap)
+                return NULL;        /* full: the event is lost */
+            sh->tab[j].goid = goid;
+            sh->tab[j].ts = INT64_MIN;
+            sh->n++;
+            return &sh->tab[j];
+        }
+    }
+    return NULL;
+}
+
+/* Drops the finished goroutines whose end no event still in a buffer
+ * can precede: every such event is at or after watermark. */
+static void sh_purge(struct shadow *sh, int64_t watermark)
+{
+    uint32_t dead = 0;
+    for (uint32_t i = 0; i < sh->cap; i++)
+        dead += sh->tab[i].goid && sh->tab[i].st == SG_DEAD;
+    if (dead * 2 < sh->n || !sh->cap)
+        return;
+    struct shg *old = sh->tab;
+    uint32_t ocap = sh->cap;
+    sh->tab = gmp__alloc((size_t)ocap * sizeof *old);
+    if (!sh->tab) {
+        sh->tab = old;
+        return;
+    }
+    sh->n = 0;
+    for (uint32_t i = 0; i < ocap; i++) {
+        struct shg *e = &old[i];
+        if (!e->goid || (e->st == SG_DEAD && e->ts < watermark))
+            continue;
+        struct shg *f = sh_find(sh, e->goid, true);
+        if (f)
+            *f = *e;
+    }
+    gmp__free(old, (size_t)ocap * sizeof *old);
+}
+
+/* Applies one event of stream pid (-1: the shared one) at ts. */
+static void sh_apply(struct shadow *sh, int pid, int ev, int64_t ts,
+                     uint64_t a)
+{
+    struct shp *pp = pid >= 0 && pid < GMP_MAXPROCS ? &sh->p[pid] : NULL;
+    uint64_t g = 0;
+    uint32_t st = SG_FREE;
+    switch (ev) {
+    case TEV_GOCREATE: case TEV_GOUNBLOCKLOCAL:
+        g = a, st = SG_RUNNABLE;
+        break;
+    case TEV_GOWAITING:
+        g = a, st = SG_WAITING;
+        break;
+    case TEV_GOINSYSCALL:
+        g = a, st = SG_SYSCALL;
+        break;
+    case TEV_GOSTARTLOCAL:
+        g = a, st = SG_RUNNING;
+        if (pp)
+            pp->curg = a;
+        break;
+    case TEV_PROCSTART:
+        if (pp)
+            pp->running = true, pp->tid = a;
+        break;
+    case TEV_PROCSTOP:
+        if (pp)
+            pp->running = false, pp->curg = 0;
+        break;
+    case TEV_GOEND: case TEV_GOSCHED: case TEV_GOPREEMPT:
+    case TEV_GOSYSBLOCK: case TEV_GOSLEEP: case TEV_GOBLOCK:
+    case TEV_GOBLOCKSEND: case TEV_GOBLOCKRECV: case TEV_GOBLOCKSELECT:
+    case TEV_GOBLOCKSYNC: case TEV_GOBLOCKCOND: case TEV_GOBLOCKNET:
+        st = ev == TEV_GOEND ? SG_DEAD
+           : ev == TEV_GOSCHED || ev == TEV_GOPREEMPT ? SG_RUNNABLE
+           : ev == TEV_GOSYSBLOCK ? SG_SYSCALL : SG_WAITING;
+        if (pp) {
+            g = pp->curg;
+            pp->curg = 0;
+        }
+        break;
+    default:
+        break;
+    }
+    if (ts > sh->maxts)
+        sh->maxts = ts;
+    struct shg *e = g ? sh_find(sh, g, true) : NULL;
+    if (e && ts >= e->ts) {
+        e->ts = ts;
+        e->st = st;
+    }
+}
+
+/* ---- The flight recorder: reading buffers back -------------------------- */
+
+struct dec {
+    const uint8_t *p, *end;
+    int64_t        ts;
+    int            pid;
+};
+
+struct devent {
+    const uint8_t *at;              /* the event's first byte */
+    const uint8_t *args;            /* after its time delta */
+    const uint8_t *next;            /* the next event's first byte */
+    int            ev;
+    int64_t        ts;
+    uint64_t       a;               /* its first argument, if any */
+};
+
+static uint64_t unleb(const uint8_t **pp, const uint8_t *end)
+{
+    uint64_t v = 0;
+    int shift = 0;
+    const uint8_t *p = *pp;
+    while (p < end && shift < 64) {
+        uint8_t b = *p++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        shift += 7;
+        if (!(b & 0x80))
+            break;
+    }
+    *pp = p;
+    return v;
+}
+
+/* Starts reading b's batch; false if it holds none. Acquire: pairs with
+ * emit's release of len, for a buffer its writer may be filling (the
+ * bytes below len are then final). */
+static bool dec_open(struct dec *d, const struct tbuf *b)
+{
+    uint32_t len = __atomic_load_n(&b->len, __ATOMIC_ACQUIRE);
+    d->p = b->data;
+    d->end = b->data + len;
+    if (len == 0 || (d->p[0] & 0x3f) != TEV_BATCH)
+        return false;
+    d->p++;
+    d->pid = (int)(int64_t)unleb(&d->p, d->end);
+    d->ts = (int64_t)unleb(&d->p, d->end);
+    return true;
+}
+
+static bool dec_next(struct dec *d, struct devent *e)
+{
+    if (d->p >= d->end)
+        return false;
+    e->at = d->p;
+    uint8_t h = *d->p++;
+    e->ev = h & 0x3f;
+    int nv = h >> 6;
+    const uint8_t *q = d->p, *qend = d->end;
+    if (nv == 3) {
+        uint64_t len = unleb(&q, d->end);
+        qend = q + len <= d->end ? q + len : d->end;
+        nv = -1;                    /* up to qend */
+    } else {
+        nv += 1;
+    }
+    d->ts += (int64_t)unleb(&q, qend);
+    e->ts = d->ts;
+    e->args = q;
+    e->a = 0;
+    if (nv == -1 || nv > 1)
+        e->a = unleb(&q, qend);
+    for (int i = 2; nv != -1 && i < nv; i++)
+        (void)unleb(&q, qend);
+    d->p = nv == -1 ? qend : q;
+    e->next = d->p;
+    return true;
+}
+
+/* Applies b's events before below (all: INT64_MAX) to sh. */
+static void sh_apply_buf(struct shadow *sh, const struct tbuf *b,
+                         int64_t below)
+{
+    struct dec d;
+    struct devent e;
+    if (!dec_open(&d, b))
+        return;
+    while (dec_next(&d, &e) && e.ts < below)
+        sh_apply(sh, d.pid, e.ev, e.ts, e.a);
+}
+
+/* Moves the writers' queue onto the ring, and (trim) drops the ring's
+ * oldest buffers into SH until it holds ringmax. Context: the writer
+ * thread or a dump; takes qlock and rlock; trim may allocate. */
+static void absorb_q(bool trim)
+{
+    gmp__lock(&T.qlock);
+    struct tbuf *q = T.qhead;
+    T.qhead = T.qtail = NULL;
+    gmp__unlock(&T.qlock);
+    gmp__lock(&T.rlock);
+    while (q) {
+        struct tbuf *next = q->next;
+        q->next = NULL;
+        if (T.rtail)
+            T.rtail->next = q;
+        else
+            T.rhead = q;
+        T.rtail = q;
+        T.rn++;
+        q = next;
+    }
+    struct tbuf *freed = NULL;
+    bool dropped = false;
+    while (trim && T.rn > T.ringmax) {
+        struct tbuf *b = T.rhead;
+        T.rhead = b->next;
+        if (!T.rhead)
+            T.rtail = NULL;
+        T.rn--;
+        sh_apply_buf(&SH, b, INT64_MAX);
+        b->next = freed;
+        freed = b;
+        dropped = true;
+    }
+    if (dropped) {
+        /* What is still in a buffer is at or after the first event of
+         * the oldest one kept, or of a slot's current one. */
+        int64_t w = T.rhead ? atomic_load_explicit(&T.rhead->firstts,
+                                                   memory_order_relaxed)
+                            : INT64_MAX;
+        for (int i = 0; i <= GMP_MAXPROCS; i++) {
+            /* Acquire: pairs with emit's release of the slot; a stale
+             * buffer only keeps an entry longer. Relaxed for firstts: see
+             * struct tbuf. */
+            struct tbuf *c = __atomic_load_n(&tslot[i].cur, __ATOMIC_ACQUIRE);
+            int64_t f = c ? atomic_load_explicit(&c->firstts,
+                                                 memory_order_relaxed)
+                          : 0;
+            if (f > 0 && f < w)
+                w = f;
+        }
+        sh_purge(&SH, w);
+    }
+    gmp__unlock(&T.rlock);
+    if (freed) {
+        gmp__lock(&T.qlock);
+        while (freed) {
+            struct tbuf *next = freed->next;
+            freed->next = T.freel;
+            T.freel = freed;
+            freed = next;
+        }
+        gmp__unlock(&T.qlock);
+    }
+}
+
+static void absorb(void)
+{
+    absorb_q(true);
+}
+
 /* ---- The writer --------------------------------------------------------- */
 
 static int write_all(int fd, const void *buf, size_t n)
@@ -307,8 +696,8 @@ static void *writer(void *arg)
     (void)arg;
     gmp__thread_started();
     while (!gmp__notetsleep(&T.stopnote, WRITE_NS))
-        drain();
-    drain();                        /* what the stop queued */
+        T.ring ? absorb() : drain();
+    T.ring ? absorb() : drain();    /* what the stop queued */
     gmp__thread_stopping();
     return NULL;
 }
@@ -354,8 +743,8 @@ static int start_locked(struct schedt *s, int fd)
     uint8_t freq[16], *p = freq;
     *p++ = TEV_FREQUENCY;           /* one value */
     p = uleb(p, 1000000000);
-    int err = write_all(fd, hdr, sizeof hdr);
-    if (!err)
+    int err = fd >= 0 ? write_all(fd, hdr, sizeof hdr) : 0;
+    if (!err && fd >= 0)
         err = write_all(fd, freq, (size_t)(p - freq));
     if (err)
         return -err;
@@ -363,11 +752,14 @@ static int start_locked(struct schedt *s, int fd)
     T.werr = 0;
     T.procs = s->procs;
     gmp__noteclear(&T.stopnote);
-    for (int i = 0; i < s->procs; i++)
-        if (!(tslot[i].cur = refill(NULL, i)))
+    /* Release: as in emit. */
+    for (int i = 0; i <= s->procs; i++) {
+        int slot = i < s->procs ? i : GLOBAL_SLOT;
+        struct tbuf *b = refill(NULL, i < s->procs ? i : -1);
+        __atomic_store_n(&tslot[slot].cur, b, __ATOMIC_RELEASE);
+        if (!b)
             goto nomem;
-    if (!(tslot[GLOBAL_SLOT].cur = refill(NULL, -1)))
-        goto nomem;
+    }
     err = pthread_create(&T.writer, NULL, writer, NULL);
     if (err) {
         err = -err;
@@ -398,7 +790,7 @@ fail:
     for (int i = 0; i <= GMP_MAXPROCS; i++)
         if (tslot[i].cur) {
             gmp__free(tslot[i].cur, sizeof *tslot[i].cur);
-            tslot[i].cur = NULL;
+            __atomic_store_n(&tslot[i].cur, NULL, __ATOMIC_RELAXED);
         }
     free_buffers();
     return err;
@@ -418,7 +810,7 @@ static void stop_locked(void)
         struct tbuf *b = tslot[i].cur;
         if (!b)
             continue;
-        tslot[i].cur = NULL;
+        __atomic_store_n(&tslot[i].cur, NULL, __ATOMIC_RELAXED);
         b->next = NULL;
         if (T.qtail)
             T.qtail->next = b;
@@ -435,6 +827,20 @@ static int finish_locked(void)
 {
     gmp__notewakeup(&T.stopnote);
     pthread_join(T.writer, NULL);
+    if (T.ring) {
+        gmp__lock(&T.rlock);
+        for (struct tbuf *b = T.rhead, *next; b; b = next) {
+            next = b->next;
+            gmp__free(b, sizeof *b);
+        }
+        T.rhead = T.rtail = NULL;
+        T.rn = 0;
+        if (SH.tab)
+            gmp__free(SH.tab, (size_t)SH.cap * sizeof *SH.tab);
+        memset(&SH, 0, sizeof SH);
+        gmp__unlock(&T.rlock);
+        T.ring = false;
+    }
     free_buffers();
     if (T.own_fd)
         GMP_LIBC(close)(T.fd);
@@ -485,9 +891,295 @@ int gmp_trace_stop(void)
     return err;
 }
 
+
+/* ---- The flight recorder: writing the window ---------------------------- */
+
+/* What a dump may touch. */
+enum {
+    FR_STILL = 1,                   /* nobody writes the slots' current
+                                       buffers (world stopped, or every M
+                                       idle) */
+    FR_LIVE = 2,                    /* apply to SH itself: the process is
+                                       dying, allocate nothing */
+};
+
+struct frout {
+    int     fd;
+    int     err;
+};
+
+static void out(struct frout *o, const void *p, size_t n)
+{
+    if (!o->err && n)
+        o->err = write_all(o->fd, p, n);
+}
+
+/* Writes b's events in [from, below) as a batch of their own. */
+static void out_buf(struct frout *o, const struct tbuf *b, int64_t from,
+                    int64_t below)
+{
+    struct dec d;
+    struct devent e, first;
+    if (!dec_open(&d, b))
+        return;
+    bool have = false;
+    const uint8_t *end = NULL;
+    while (dec_next(&d, &e)) {
+        if (e.ts >= below)
+            break;
+        if (!have && e.ts >= from) {
+            first = e;
+            have = true;
+        }
+        end = e.next;
+    }
+    if (!have)
+        return;
+    /* The batch header, then the first event again with time delta 0
+     * (its delta was from an event not written), then the rest as is. */
+    uint8_t hdr[2 * EV_MAX], *p = enc_batch(hdr, d.pid, first.ts);
+    int nv = first.at[0] >> 6;
+    size_t rest = (size_t)(first.next - first.args);
+    if (nv == 3) {                  /* length-prefixed: the length changes */
+        *p++ = first.at[0];
+        p = uleb(p, rest + 1);
+    } else {
+        *p++ = first.at[0];
+    }
+    *p++ = 0;                       /* delta 0 */
+    out(o, hdr, (size_t)(p - hdr));
+    out(o, first.args, rest);
+    out(o, first.next, (size_t)(end - first.next));
+}
+
+/* The window: the shadow's state at the first kept event as a prefix
+ * (as gmp_trace_start writes a trace's), then every buffer's events from
+ * there on. Context: rlock held; mode as above. */
+static int fr_write_locked(int fd, int mode)
+{
+    struct frout o = {fd, 0};
+    struct shadow *sh = &SH;
+    if (!(mode & FR_LIVE)) {
+        sh = gmp__alloc(sizeof *sh);
+        if (!sh)
+            return GMP_ENOMEM;
+        *sh = SH;
+        sh->tab = SH.cap ? gmp__alloc((size_t)SH.cap * sizeof *sh->tab)
+                         : NULL;
+        if (SH.cap && !sh->tab) {
+            gmp__free(sh, sizeof *sh);
+            return GMP_ENOMEM;
+        }
+        if (SH.cap)
+            memcpy(sh->tab, SH.tab, (size_t)SH.cap * sizeof *sh->tab);
+    } else {
+        sh->fixed = true;
+    }
+    /* While the world runs, the window ends where the dump began: the
+     * current buffers are read up to what their writers had published,
+     * and an event whose clock was read before and is published after
+     * is the limit the essay names. */
+    int64_t below = mode & FR_STILL ? INT64_MAX : gmp__nanotime();
+    struct tbuf *cur[GMP_MAXPROCS + 1];
+    for (int i = 0; i <= GMP_MAXPROCS; i++)
+        /* Acquire: as in absorb; a buffer stays ours to read while rlock
+         * keeps it from the free list. */
+        cur[i] = __atomic_load_n(&tslot[i].cur, __ATOMIC_ACQUIRE);
+    /* The cut: every event before it goes into the prefix, from the
+     * buffers still kept too, each stream in its order. */
+    int64_t cut = sh->maxts > 0 ? sh->maxts + 1 : 0;
+    if (cut) {
+        for (struct tbuf *b = T.rhead; b; b = b->next)
+            sh_apply_buf(sh, b, cut);
+        for (int i = 0; i <= GMP_MAXPROCS; i++)
+            if (cur[i])
+                sh_apply_buf(sh, cur[i], cut);
+    }
+    static const char hdr[16] = "go 1.19 trace\0\0\0";
+    uint8_t buf[4 * EV_MAX], *p = buf;
+    *p++ = TEV_FREQUENCY;
+    p = uleb(p, 1000000000);
+    out(&o, hdr, sizeof hdr);
+    out(&o, buf, (size_t)(p - buf));
+    if (cut) {
+        /* Goroutines at cut - 3, the Ps' starts at cut - 2: before any
+         * kept event, in the order the parser needs them. */
+        p = enc_batch(buf, -1, cut - 3);
+        p = enc_ev(p, TEV_GOMAXPROCS, 0, (uint64_t)T.procs, 0);
+        out(&o, buf, (size_t)(p - buf));
+        for (uint32_t i = 0; i < sh->cap; i++) {
+            struct shg *e = &sh->tab[i];
+            if (!e->goid || e->st == SG_DEAD)
+                continue;
+            p = enc_ev(buf, TEV_GOCREATE, 0, e->goid, 0);
+            if (e->st == SG_WAITING)
+                p = enc_ev(p, TEV_GOWAITING, 0, e->goid, 0);
+            else if (e->st == SG_SYSCALL)
+                p = enc_ev(p, TEV_GOINSYSCALL, 0, e->goid, 0);
+            out(&o, buf, (size_t)(p - buf));
+        }
+        for (int i = 0; i < T.procs; i++) {
+            struct shp *pp = &sh->p[i];
+            if (!pp->running)
+                continue;
+            p = enc_batch(buf, i, cut - 2);
+            p = enc_ev(p, TEV_PROCSTART, 0, pp->tid, 0);
+            struct shg *e = pp->curg ? sh_find(sh, pp->curg, false) : NULL;
+            if (e && e->st == SG_RUNNING)
+                p = enc_ev(p, TEV_GOSTARTLOCAL, 0, pp->curg, 0);
+            out(&o, buf, (size_t)(p - buf));
+        }
+    }
+    for (struct tbuf *b = T.rhead; b; b = b->next)
+        out_buf(&o, b, cut, below);
+    for (int i = 0; i <= GMP_MAXPROCS; i++)
+        if (cur[i])
+            out_buf(&o, cur[i], cut, below);
+    if (sh != &SH) {
+        if (sh->tab)
+            gmp__free(sh->tab, (size_t)sh->cap * sizeof *sh->tab);
+        gmp__free(sh, sizeof *sh);
+    }
+    return o.err ? -o.err : 0;
+}
+
+int gmp_flightrec_start(size_t bytes)
+{
+    if (bytes < 2 * TBUF_SIZE)
+        bytes = 2 * TBUF_SIZE;
+    gmp_mutex_lock(&T.lk);
+    if (T.active) {
+        gmp_mutex_unlock(&T.lk);
+        return GMP_EBUSY;
+    }
+    /* Acquire: as in gmp_stop_world. */
+    struct schedt *s = atomic_load_explicit(&gmp__sched,
+                                            memory_order_acquire);
+    int err = s ? gmp_stop_world() : GMP_EPERM;
+    if (err) {
+        gmp_mutex_unlock(&T.lk);
+        return err;
+    }
+    gmp__lock(&T.rlock);            /* reports read ring under it */
+    T.ring = true;
+    T.ringmax = bytes / TBUF_SIZE;
+    gmp__unlock(&T.rlock);
+    err = start_locked(s, -1);
+    if (err) {
+        gmp__lock(&T.rlock);
+        T.ring = false;
+        gmp__unlock(&T.rlock);
+    }
+    gmp_start_world();
+    gmp_mutex_unlock(&T.lk);
+    return err;
+}
+
+int gmp_flightrec_stop(void)
+{
+    gmp_mutex_lock(&T.lk);
+    if (!T.active || !T.ring) {
+        gmp_mutex_unlock(&T.lk);
+        return GMP_EPERM;
+    }
+    int err = gmp_stop_world();
+    if (err) {
+        gmp_mutex_unlock(&T.lk);
+        return err;
+    }
+    stop_locked();
+    gmp_start_world();
+    finish_locked();
+    gmp_mutex_unlock(&T.lk);
+    return 0;
+}
+
+int gmp_flightrec_write(int fd)
+{
+    if (fd < 0)
+        return GMP_EBADF;
+    gmp_mutex_lock(&T.lk);
+    if (!T.active || !T.ring) {
+        gmp_mutex_unlock(&T.lk);
+        return GMP_EPERM;
+    }
+    int err = gmp_stop_world();
+    if (err) {
+        gmp_mutex_unlock(&T.lk);
+        return err;
+    }
+    absorb();                       /* full buffers the writer has not */
+    gmp__lock(&T.rlock);
+    err = fr_write_locked(fd, FR_STILL);
+    gmp__unlock(&T.rlock);
+    gmp_start_world();
+    gmp_mutex_unlock(&T.lk);
+    return err;
+}
+
+/* Writes the window to GMP_FLIGHTREC's file for a report. quiet: no M
+ * runs a goroutine (the deadlock report), so the current buffers are
+ * whole; else they are left out and the window ends where the oldest of
+ * them begins. dying: the process ends after the report (SH is used up).
+ * Context: sysmon, or a fatal report. */
+void gmp__flightrec_report(bool quiet, bool dying)
+{
+    char path[4096];
+    /* Relaxed: a hint; ring and frpath are settled under rlock. */
+    if (!gmp__trace_on())
+        return;
+    gmp__lock(&T.rlock);
+    bool on = T.ring && T.frpath && strlen(T.frpath) < sizeof path;
+    if (on)
+        strcpy(path, T.frpath);
+    gmp__unlock(&T.rlock);
+    if (!on)
+        return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    absorb_q(!dying);
+    gmp__lock(&T.rlock);
+    int err = T.ring ? fr_write_locked(fd, (quiet ? FR_STILL : 0) |
+                                               (dying ? FR_LIVE : 0))
+                     : GMP_EPERM;
+    gmp__unlock(&T.rlock);
+    GMP_LIBC(close)(fd);
+    gmp__fatal_puts(err ? "gmprt: flight recorder: writing failed: "
+                        : "gmprt: flight recorder written to ");
+    gmp__fatal_puts(path);
+    gmp__fatal_puts("\n");
+}
+
+/* GMP_FLIGHTREC=path [GMP_FLIGHTREC_SIZE=bytes]: a flight recorder for
+ * the whole run, written there by the reports. */
+static void flightrec_env(void)
+{
+    const char *path = getenv("GMP_FLIGHTREC");
+    if (!path || !*path)
+        return;
+    const char *sz = getenv("GMP_FLIGHTREC_SIZE");
+    char *end;
+    unsigned long long n = sz && *sz ? strtoull(sz, &end, 10) : 0;
+    size_t bytes = n && !*end ? (size_t)n : (size_t)4 << 20;
+    size_t len = strlen(path) + 1;
+    char *copy = gmp__alloc(len);
+    if (!copy)
+        return;
+    memcpy(copy, path, len);
+    if (gmp_flightrec_start(bytes) != 0) {
+        gmp__free(copy, len);
+        return;
+    }
+    gmp__lock(&T.rlock);
+    T.frpath = copy;
+    gmp__unlock(&T.rlock);
+}
+
 void gmp__trace_env(struct schedt *s)
 {
     (void)s;
+    flightrec_env();
     const char *path = getenv("GMP_TRACE");
     if (!path || !*path)
         return;
@@ -507,6 +1199,10 @@ void gmp__trace_free(struct schedt *s)
 {
     (void)s;
     /* Every M and sysmon are gone: nothing records or holds lk. */
+    if (T.frpath) {
+        gmp__free(T.frpath, strlen(T.frpath) + 1);
+        T.frpath = NULL;
+    }
     if (!T.active)
         return;
     stop_locked();

@@ -51,6 +51,10 @@ GMP_HIDDEN void gmp__trace_unblock_list(struct p *pp, struct g *head);
  * gmp__trace_env starts GMP_TRACE's trace at runtime start. */
 GMP_HIDDEN void gmp__trace_free(struct schedt *s);
 GMP_HIDDEN void gmp__trace_env(struct schedt *s);
+/* The flight recorder's window into GMP_FLIGHTREC's file, for a report,
+ * if one records: quiet, no goroutine runs (the deadlock report); dying,
+ * the process ends after it. Context: sysmon, or a fatal report. */
+GMP_HIDDEN void gmp__flightrec_report(bool quiet, bool dying);
 
 static inline bool gmp__trace_on(void)
 {

@@ -17,6 +17,7 @@
 
 #include "runtime.h"
 #include "exectrace.h"
+#include "metrics.h"
 
 #define GFREE_MAX   64
 #define GSLAB_COUNT 256            /* Gs a P takes from a chunk at once */
@@ -172,6 +173,7 @@ struct g *gmp__newg(struct schedt *s, struct p *pp, void (*fn)(void *),
     __atomic_store_n(&gp->waitreason, 0, __ATOMIC_RELAXED);
     /* Relaxed: informational; the run queue publishes the G. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__metrics_runnable(gp);
     if (pp) {
         if (GMP_UNLIKELY(pp->goidcache == pp->goidcacheend)) {
             /* Relaxed: only uniqueness matters. */

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "metrics.h"
 #include "exectrace.h"
 #include "netpoll.h"
 #include "timer.h"
@@ -61,6 +62,8 @@ struct settings {
     bool   dump_on_sigquit;
     int    schedtrace_ms;
     bool   scheddetail;
+    int    stall_ms;
+    bool   metrics;
     bool   keep_nofile;
     char   preempt_objects[GMP_PREEMPT_OBJECTS_MAX];
 };
@@ -216,6 +219,10 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     long trace = debug_value("schedtrace", 0);
     out->schedtrace_ms = trace > 0 && trace <= 3600000 ? (int)trace : 0;
     out->scheddetail = debug_value("scheddetail", 0) > 0;
+    long stall = debug_value("stall", 0);
+    out->stall_ms = stall > 0 && stall <= 3600000 ? (int)stall : 0;
+    out->metrics = cfg->sched_metrics != 0 ||
+                   debug_value("schedmetrics", 0) > 0;
     out->keep_nofile = cfg->keep_nofile_limit != 0;
     /* GMP_DEBUG's list, when it has one, replaces the config's: it may
      * widen or narrow it. */
@@ -262,6 +269,8 @@ static void runtime_free(struct schedt *s)
     atomic_store_explicit(&s->exiting, 1, memory_order_relaxed);
     gmp__sysmon_stop(s);
     gmp__trace_free(s);             /* the Ms and sysmon are gone */
+    /* Relaxed: as its store in runtime_new; no runtime thread is left. */
+    atomic_store_explicit(&gmp__metrics_on, 0, memory_order_relaxed);
     gmp__stacks_release(s);
     gmp__sudog_release_all(s);
     gmp__preempt_teardown();
@@ -294,6 +303,7 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     s->guard_size = gmp__guard_for(set->stack_size);
     s->schedtrace_ms = set->schedtrace_ms;
     s->scheddetail = set->scheddetail;
+    s->stall_ns = (int64_t)set->stall_ms * 1000000;
     s->start_ns = gmp__nanotime();
     gmp__timers_setup();
     /* Relaxed: not yet published. */
@@ -342,6 +352,9 @@ static int runtime_new(const struct settings *set, struct schedt **out)
         return err;
     }
     gmp__preempt_setup(s, set->async_preempt, set->preempt_objects);
+    /* Relaxed: no thread of this runtime exists yet; pthread_create
+     * publishes it to them (metrics.h). */
+    atomic_store_explicit(&gmp__metrics_on, set->metrics, memory_order_relaxed);
     *out = s;
     return 0;
 }

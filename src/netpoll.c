@@ -54,6 +54,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "netpoll.h"
 #include "park.h"
 #include "timer.h"
@@ -322,6 +323,7 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
             /* Relaxed: informational; the run queue publishes it. */
             atomic_store_explicit(&gp->status, G_RUNNABLE,
                                   memory_order_relaxed);
+            gmp__metrics_runnable(gp);
             gp->schedlink = NULL;
             if (*tail)
                 (*tail)->schedlink = gp;

@@ -22,6 +22,7 @@
 
 #include "runtime.h"
 #include "exectrace.h"
+#include "metrics.h"
 #include "park.h"
 
 #define SUDOG_CACHE 128
@@ -76,6 +77,7 @@ void gmp__goready(struct g *gp)
     gmp__trace_gounblock(mp ? mp->p : NULL, gp);
     /* Relaxed: informational; the queue publishes the G. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__metrics_runnable(gp);
     if (!mp || !mp->p) {
         gmp__globrunqput_wake(s, gp);
         return;

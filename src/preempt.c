@@ -489,6 +489,7 @@ static bool scan_setup(const char *objs)
 #if defined(__x86_64__)
 #define UC_PC(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RIP])
 #define UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RSP])
+#define UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RBP])
 
 static size_t stub_stack_need(void)
 {
@@ -518,6 +519,7 @@ static bool arch_setup(void)
 #elif defined(__aarch64__)
 #define UC_PC(uc) ((uintptr_t)(uc)->uc_mcontext.pc)
 #define UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.sp)
+#define UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.regs[29])
 
 /* The stub's frame (preempt.S): x0-x30, nzcv, fpsr, fpcr, q0-q31, then
  * pid and tid for the resume signal; above it the handler's two words,
@@ -723,6 +725,65 @@ static void try_preempt(struct m *mp, ucontext_t *uc)
     redirect(uc, pc, sp);
 }
 
+/* GMP_DEBUG=stall: the G and backtrace sysmon asked for, if mp's P has a
+ * request pending (struct gmp__stall has the protocol). Only reads the
+ * G's stack, inside its bounds, and stores into the P's record: no
+ * symbols here (dladdr may take the loader's lock the interrupted code
+ * holds); sysmon prints them. */
+GMP_UNCHECKED_READS
+static void stall_take(struct m *mp, ucontext_t *uc)
+{
+    struct schedt *s = mp->sched;
+    struct p *pp = mp->p;
+    if (!s || !s->stalls || !pp)
+        return;
+    struct gmp__stall *st = &s->stalls[pp->id];
+    int want = STALL_ASKED;
+    /* Acquire: pairs with sysmon's release store of STALL_ASKED, for
+     * tick; relaxed on failure (nothing asked, nothing read). */
+    if (!atomic_compare_exchange_strong_explicit(&st->state, &want,
+                                                 STALL_TAKING,
+                                                 memory_order_acquire,
+                                                 memory_order_relaxed))
+        return;
+    struct g *gp = mp->curg;
+    struct gstack *stk = gp ? gp->stk : NULL;
+    uintptr_t sp = UC_SP(uc), fp = UC_FP(uc);
+    int n = 0;
+    /* Relaxed: the owner's own counter, read on the owner's thread. */
+    bool same = gp && atomic_load_explicit(&pp->schedtick,
+                                           memory_order_relaxed) == st->tick;
+    if (same) {
+        st->goid = gp->goid;
+        st->label = gp->label;
+        st->fn = gp->fn;
+        st->arg = gp->arg;
+        st->pc[n++] = UC_PC(uc);
+    }
+    if (same && stk && sp >= (uintptr_t)stk->lo &&
+        sp < (uintptr_t)gstack_hi(stk)) {
+        uintptr_t lo = (uintptr_t)stk->lo, hi = (uintptr_t)gstack_hi(stk);
+        /* Frame pointers, as trace.c's walk: each frame's [fp] is the
+         * caller's fp and [fp + 8] its return address. */
+        while (n < GMP_STALL_FRAMES && fp >= lo &&
+               fp <= hi - 2 * sizeof(uintptr_t) &&
+               fp % sizeof(uintptr_t) == 0) {
+            uintptr_t next = ((uintptr_t *)fp)[0];
+            uintptr_t ret = ((uintptr_t *)fp)[1];
+            if (!ret)
+                break;
+            st->pc[n++] = ret;
+            if (next <= fp)
+                break;
+            fp = next;
+        }
+    }
+    st->n = n;
+    /* Release: sysmon's acquire load of the state sees pc[] and n. */
+    atomic_store_explicit(&st->state, n ? STALL_TAKEN : STALL_GONE,
+                          memory_order_release);
+}
+
 static void on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
     ucontext_t *uc = ucv;
@@ -735,8 +796,10 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
     /* Relaxed: see its declaration. */
     if (atomic_load_explicit(&async_on, memory_order_relaxed)) {
         struct m *mp = gmp__getm();
-        if (mp)
+        if (mp) {
+            stall_take(mp, uc);
             try_preempt(mp, uc);
+        }
     }
     gmp__sig_chain(sig, si, ucv, &old_urg);
     errno = saved_errno;
@@ -861,6 +924,18 @@ void gmp__preemptone(struct schedt *s, struct p *pp)
     int32_t tid = atomic_load_explicit(&pp->tid, memory_order_relaxed);
     if (tid > 0)
         syscall(SYS_tgkill, preempt_pid, tid, PREEMPT_SIG);
+}
+
+bool gmp__stall_signal(struct schedt *s, struct p *pp)
+{
+    if (!s->async_preempt)
+        return false;
+    /* Relaxed: a stale id only sends a signal the handler ignores (it
+     * finds no request, or another G, which it reports as gone). */
+    int32_t tid = atomic_load_explicit(&pp->tid, memory_order_relaxed);
+    if (tid > 0)
+        syscall(SYS_tgkill, preempt_pid, tid, PREEMPT_SIG);
+    return true;
 }
 
 /* The marked half of gmp__preempt_point. Context: a G whose M holds a

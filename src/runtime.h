@@ -155,6 +155,8 @@ struct m {
     struct p   *p;                  /* attached P */
     struct p   *nextp;              /* P handed over by startm (sched.lock) */
     struct p   *oldp;               /* P given up by gmp_syscall_enter */
+    int64_t     syscall_t0;         /* its clock, when metrics are timed
+                                       (metrics.h); else 0 */
     struct m   *schedlink;          /* idle-M list link (sched.lock) */
     struct m   *alllink;            /* all-M list (sched.lock) */
     int64_t     id;
@@ -262,9 +264,41 @@ struct p {
     _Atomic uint32_t runqtail;
     _Atomic(struct g *) runnext;
     _Atomic(struct g *) runq[GMP_RUNQ_SIZE];
+
+    /* Timed metrics (metrics.h), only while gmp__metrics_on: written by
+     * the owner (relaxed), summed by gmp_metrics. Lines of their own,
+     * which only this P's owner writes. */
+    GMP_ALIGNED _Atomic uint64_t latency[GMP_METRICS_LATENCY_BUCKETS];
+    _Atomic uint64_t latency_ns;
+    _Atomic uint64_t syscall_ns;
 };
 
 /* ---- sched -------------------------------------------------------------- */
+
+/* GMP_DEBUG=stall (sysmon.c): sysmon's request to the thread running a
+ * stalled G for the G's name and backtrace, one record per P. state moves
+ * by CAS or by the one side that owns the record in it: STALL_ASKED
+ * (sysmon, tick and its own fields set before) -> STALL_TAKING (the
+ * preemption signal's handler on the P's thread) -> STALL_TAKEN, or
+ * STALL_GONE when the P has started another slice since (the handler,
+ * the G's fields written in between) -> STALL_IDLE (sysmon, after it
+ * reported); or STALL_ASKED -> STALL_IDLE when sysmon gives up waiting.
+ * Each side reads what the other wrote after its own acquire CAS or load
+ * of a state the other stored with release. */
+enum { STALL_IDLE, STALL_ASKED, STALL_TAKING, STALL_TAKEN, STALL_GONE };
+#define GMP_STALL_FRAMES 32
+struct gmp__stall {
+    GMP_ALIGNED _Atomic int state;
+    uint32_t    tick;               /* the P's schedtick sysmon saw stay */
+    int64_t     asked_ns;           /* when sysmon asked */
+    int64_t     ran_ns;             /* how long the slice had run then */
+    uint64_t    goid;               /* the handler's, from here on */
+    const char *label;
+    void      (*fn)(void *);
+    void       *arg;
+    int         n;                  /* frames in pc[] */
+    uintptr_t   pc[GMP_STALL_FRAMES];
+};
 
 struct gslab {                      /* header of an mmap'd chunk of Gs */
     struct gslab *next;
@@ -361,6 +395,9 @@ struct schedt {
     int64_t     start_ns;           /* when the runtime started (fixed) */
     int         schedtrace_ms;      /* GMP_DEBUG=schedtrace (fixed) */
     bool        scheddetail;        /* GMP_DEBUG=scheddetail (fixed) */
+    int64_t     stall_ns;           /* GMP_DEBUG=stall, 0: off (fixed) */
+    struct gmp__stall *stalls;      /* procs records while stall_ns > 0
+                                       (sysmon.c) */
 
     /* The poller (netpoll.c). lastpoll: when an M last returned from
      * epoll_wait, 0 while one blocks in it (at most one does); pollUntil:
@@ -523,6 +560,12 @@ GMP_HIDDEN void gmp__schedtrace(struct schedt *s, int64_t now);
 /* Every goroutine, through the fatal writer (throw.c), taking no lock.
  * Context: a fatal report. */
 GMP_HIDDEN void gmp__dump_fatal(struct schedt *s);
+/* The stall report (GMP_DEBUG=stall) of the G st names, run on P pid,
+ * on stderr: with its name and frames when how is STALL_TAKEN; else
+ * without, saying why (STALL_GONE: the slice ended first; STALL_ASKED:
+ * no answer; STALL_IDLE: no handler). Context: sysmon. */
+GMP_HIDDEN void gmp__stall_report(struct schedt *s, int pid,
+                                  const struct gmp__stall *st, int how);
 GMP_HIDDEN int gmp__sigquit_install(void);
 GMP_HIDDEN void gmp__sigquit_restore(void);
 
@@ -543,6 +586,10 @@ GMP_HIDDEN void gmp__errno_put(int e);
 /* ---- preempt.c ---------------------------------------------------------- */
 GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
 GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
+/* Sends the preemption signal to pp's thread so that its handler takes
+ * the backtrace sysmon asked for in s->stalls[pp->id]. Returns false when
+ * no handler is installed (asynchronous preemption off). Context: sysmon. */
+GMP_HIDDEN bool gmp__stall_signal(struct schedt *s, struct p *pp);
 /* The stack pointer of the code a signal interrupted (uc: the handler's
  * ucontext_t), for the other handlers. Async-signal-safe. */
 GMP_HIDDEN uintptr_t gmp__uc_sp(const void *uc);
@@ -656,6 +703,13 @@ static inline int64_t gmp__nanotime(void)
                           atomic_load_explicit((obj), memory_order_relaxed) \
                               + 1,                                          \
                           (order))
+
+/* gmp__owner_inc's, adding n. */
+#define gmp__owner_inc_by(obj, n)                                           \
+    atomic_store_explicit((obj),                                            \
+                          atomic_load_explicit((obj), memory_order_relaxed) \
+                              + (n),                                        \
+                          memory_order_relaxed)
 
 /* xorshift64*: per-M, no sharing. */
 static inline uint32_t gmp__fastrand(struct m *mp)

@@ -60,6 +60,7 @@
 
 #include "runtime.h"
 #include "exectrace.h"
+#include "metrics.h"
 #include "netpoll.h"
 #include "timer.h"
 
@@ -895,6 +896,7 @@ static inline void resumed(struct g *gp, void *from)
         gmp__trace_gounblock(now->p, prev);
         atomic_store_explicit(&prev->status, G_RUNNABLE,
                               memory_order_relaxed);
+        gmp__metrics_runnable(prev);
         gmp__runqput(now->sched, now->p, prev, true);
     }
 }
@@ -968,6 +970,7 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
     next->m = mp;
     /* Relaxed, both: as in execute(). */
     atomic_store_explicit(&next->status, G_RUNNING, memory_order_relaxed);
+    gmp__metrics_start(pp, next);
     atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
     mp->swreason = SW_PARK;
     mp->directfrom = gp;
@@ -1021,6 +1024,7 @@ static bool yield_direct(struct m *mp, struct g *gp)
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__metrics_runnable(gp);
     gmp__globrunqput(s, gp);
     if (gmp__runqpeek_solo(pp))
         (void)gmp__runqget(pp, &inherit);   /* next, peeked above */
@@ -1032,6 +1036,7 @@ static bool yield_direct(struct m *mp, struct g *gp)
     next->m = mp;
     /* Relaxed, both: as in execute(). */
     atomic_store_explicit(&next->status, G_RUNNING, memory_order_relaxed);
+    gmp__metrics_start(pp, next);
     atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
     if (!inherit)
         gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
@@ -1071,6 +1076,7 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
     gp->m = mp;
     /* Relaxed: informational (gmp_dump, assertions). */
     atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+    gmp__metrics_start(pp, gp);
     /* Relaxed, both: owner-written; sysmon only compares. A new G's slice
      * starts unmarked. */
     atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
@@ -1140,6 +1146,7 @@ gosched_locked(struct schedt *s, struct m *mp, struct g *gp, bool *inherit)
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__metrics_runnable(gp);
     gmp__lock(&s->lock);
     gmp__globrunqput(s, gp);
     gmp__unlock(&s->lock);
@@ -1167,6 +1174,7 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__metrics_runnable(gp);
     /* Gs that only yield never reach schedule(): due timers run here. */
     int64_t now = 0;
     gmp__checktimers(pp, &now);
@@ -1552,6 +1560,7 @@ static struct g *exitsyscall0(struct schedt *s, struct m *mp, struct g *gp,
     gp->m = NULL;
     /* Relaxed: informational; the queue's lock orders the handover. */
     atomic_store_explicit(&gp->status, G_RUNNABLE, memory_order_relaxed);
+    gmp__metrics_runnable(gp);
     gmp__lock(&s->lock);
     struct p *pp = pidleget(s);
     if (!pp)
@@ -1599,6 +1608,7 @@ void gmp__mloop(struct m *mp)
             /* Relaxed: informational; the ring publishes the G. */
             atomic_store_explicit(&gp->status, G_RUNNABLE,
                                   memory_order_relaxed);
+            gmp__metrics_runnable(gp);
             gmp__runqput(s, mp->p, gp, false);
             break;
         case SW_PARK:

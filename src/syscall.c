@@ -19,6 +19,7 @@
 
 #include "runtime.h"
 #include "exectrace.h"
+#include "metrics.h"
 
 /* errno lives in thread-local storage, and a G may leave gmp_syscall_exit
  * on another thread than it entered: the value is carried across, and
@@ -37,6 +38,7 @@ void gmp_syscall_enter(void)
         return;                     /* a plain thread, or already inside */
     struct p *pp = mp->p;
     gmp__trace_syscall(pp);
+    mp->syscall_t0 = gmp__metrics_now();
     /* Relaxed: a statistic (trace.c). */
     gmp__owner_inc(&pp->nsyscall, memory_order_relaxed);
     /* Relaxed: informational. */
@@ -56,7 +58,7 @@ void gmp_syscall_enter(void)
  * fast path touches only its own code, the M, the G and the P.
  * Context: the G that left a bracket; mp holds pp when have_p. */
 static __attribute__((noinline)) void exit_slow(struct m *mp, struct g *gp,
-                                                bool have_p)
+                                                bool have_p, int64_t dt)
 {
     int saved_errno = errno;
     if (!have_p) {
@@ -64,9 +66,11 @@ static __attribute__((noinline)) void exit_slow(struct m *mp, struct g *gp,
             /* No P: g0 queues gp and parks this M; gp resumes on whichever
              * M takes it, with a P. */
             gmp__mcall(mp, gp, SW_SYSCALL);
+            gmp__metrics_syscall(gmp__getm()->p, dt);
             gmp__errno_put(saved_errno);
             return;
         }
+        gmp__metrics_syscall(mp->p, dt);
         /* Relaxed: informational. */
         atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
         gmp__trace_sysexit(mp->p, gp);
@@ -84,6 +88,11 @@ void gmp_syscall_exit(void)
     struct g *gp = mp->curg;
     struct p *pp = mp->oldp;
     mp->oldp = NULL;
+    int64_t dt = 0;                 /* the call's time, when timed */
+    if (GMP_UNLIKELY(mp->syscall_t0)) {
+        dt = gmp__nanotime() - mp->syscall_t0;
+        mp->syscall_t0 = 0;
+    }
     int st = P_SYSCALL;
     /* Fast path: our P is still free. Acquire: pairs with the release
      * that put it in P_SYSCALL (ours, or that of another M that took it
@@ -99,11 +108,13 @@ void gmp_syscall_exit(void)
         gmp__owner_inc(&pp->syscalltick, memory_order_relaxed);
         /* Relaxed: informational. */
         atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+        if (GMP_UNLIKELY(dt))
+            gmp__metrics_syscall(pp, dt);
         /* Relaxed: sysmon's mark is a request. */
         if (GMP_UNLIKELY(atomic_load_explicit(&pp->preempt,
                                               memory_order_relaxed)))
-            exit_slow(mp, gp, true);
+            exit_slow(mp, gp, true, 0);
         return;
     }
-    exit_slow(mp, gp, false);
+    exit_slow(mp, gp, false, dt);
 }

@@ -12,6 +12,10 @@
  *     to notice new work, and after 10 ms regardless, and handed to
  *     another M (gmp__handoffp); at once, without the round, when its G
  *     has used up its slice and another G waits.
+ * With GMP_DEBUG=stall=N it also reports, once per slice, a G that has
+ * run N ms without a scheduling point: stall_ask has the P's thread name
+ * the G and take its backtrace in the preemption signal's handler
+ * (preempt.c, stall_take), and a later round prints it (stall_collect).
  * It also polls the network when nobody has for 10 ms (every M busy
  * running goroutines), and hands what it finds to idle Ps. While every
  * P is busy it sleeps in the poller itself and preempts Ps for Gs that
@@ -57,7 +61,58 @@ struct sysmontick {
     int64_t  schedwhen;
     int64_t  syscallwhen;
     int64_t  hurrywhen;             /* when hurry() last preempted it */
+    int64_t  stallwhen;             /* schedwhen, for GMP_DEBUG=stall */
+    bool     stalled;               /* this slice was reported a stall */
 };
+
+#define STALL_WAIT_NS 100000000     /* for the handler's backtrace */
+
+/* GMP_DEBUG=stall: asks pp's thread, through the preemption signal, for
+ * the G that has run since sysmon saw schedtick tick, and its backtrace
+ * (struct gmp__stall); reports at once, without them, where no handler
+ * can answer. Once per slice: pd->stalled. */
+static void stall_ask(struct schedt *s, struct p *pp, struct sysmontick *pd,
+                      int64_t now)
+{
+    struct gmp__stall *st = &s->stalls[pp->id];
+    pd->stalled = true;
+    /* Relaxed: only sysmon leaves STALL_IDLE. */
+    if (atomic_load_explicit(&st->state, memory_order_relaxed) != STALL_IDLE)
+        return;                     /* the previous one is still out */
+    st->tick = pd->schedtick;
+    st->asked_ns = now;
+    st->ran_ns = now - pd->stallwhen;
+    /* Release: the handler's acquire CAS sees tick. */
+    atomic_store_explicit(&st->state, STALL_ASKED, memory_order_release);
+    if (gmp__stall_signal(s, pp))
+        return;
+    /* Relaxed: nobody else moves it from STALL_ASKED without a signal. */
+    atomic_store_explicit(&st->state, STALL_IDLE, memory_order_relaxed);
+    gmp__stall_report(s, pp->id, st, STALL_IDLE);
+    gmp__flightrec_report(false, false);
+}
+
+/* Reports what a handler took for pp, or gives up on it after
+ * STALL_WAIT_NS (signal blocked on that thread). */
+static void stall_collect(struct schedt *s, struct p *pp, int64_t now)
+{
+    struct gmp__stall *st = &s->stalls[pp->id];
+    /* Acquire: pairs with the handler's release, for the G's fields. */
+    int state = atomic_load_explicit(&st->state, memory_order_acquire);
+    if (state == STALL_TAKEN || state == STALL_GONE) {
+        gmp__stall_report(s, pp->id, st, state);
+        /* Relaxed: the handler moves only STALL_ASKED. */
+        atomic_store_explicit(&st->state, STALL_IDLE, memory_order_relaxed);
+        gmp__flightrec_report(false, false);
+    } else if (state == STALL_ASKED && now - st->asked_ns > STALL_WAIT_NS &&
+               atomic_compare_exchange_strong_explicit(
+                   &st->state, &state, STALL_IDLE, memory_order_relaxed,
+                   memory_order_relaxed)) {
+        /* Relaxed both: nothing was written for us to read. */
+        gmp__stall_report(s, pp->id, st, STALL_ASKED);
+        gmp__flightrec_report(false, false);
+    }
+}
 
 /* Whether a G waits for pp: in its ring or in the global queue. Relaxed
  * hints, as everything retake reads. */
@@ -79,12 +134,24 @@ static int retake(struct schedt *s, int64_t now, int64_t round)
     for (int i = 0; i < s->procs; i++) {
         struct p *pp = &s->allp[i];
         struct sysmontick *pd = &s->sysmon_ticks[i];
+        if (s->stalls)
+            stall_collect(s, pp, now);
         /* Relaxed, here and below: see the top of the file. */
         int st = atomic_load_explicit(&pp->status, memory_order_relaxed);
         bool sysretake = false;
         if (st == P_RUNNING || st == P_SYSCALL) {
             uint32_t t = atomic_load_explicit(&pp->schedtick,
                                               memory_order_relaxed);
+            /* stallwhen 0: never looked at this P, whose first slice has
+             * tick 0 as our record (the preemption below counts that
+             * slice from time 0, as it always has). */
+            if (pd->schedtick != t || pd->stallwhen == 0) {
+                pd->stallwhen = now;
+                pd->stalled = false;
+            } else if (st == P_RUNNING && s->stall_ns > 0 && !pd->stalled &&
+                       now - pd->stallwhen >= s->stall_ns) {
+                stall_ask(s, pp, pd, now);
+            }
             if (pd->schedtick != t) {
                 pd->schedtick = t;
                 pd->schedwhen = now;
@@ -392,6 +459,11 @@ int gmp__sysmon_start(struct schedt *s)
     struct sysmontick *ticks = gmp__alloc((size_t)s->procs * sizeof *ticks);
     if (!ticks)
         return GMP_ENOMEM;
+    if (s->stall_ns > 0 &&
+        !(s->stalls = gmp__alloc((size_t)s->procs * sizeof *s->stalls))) {
+        gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
+        return GMP_ENOMEM;
+    }
     s->sysmon_ticks = ticks;        /* before the thread reads it */
     int err, tries = 0;
     while ((err = pthread_create(&s->sysmon_thread, NULL, sysmon, s)) != 0 &&
@@ -400,6 +472,9 @@ int gmp__sysmon_start(struct schedt *s)
     if (err != 0) {
         s->sysmon_ticks = NULL;
         gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
+        if (s->stalls)
+            gmp__free(s->stalls, (size_t)s->procs * sizeof *s->stalls);
+        s->stalls = NULL;
         return GMP_EAGAIN;
     }
     return 0;
@@ -418,4 +493,8 @@ void gmp__sysmon_stop(struct schedt *s)
     pthread_join(s->sysmon_thread, NULL);
     gmp__free(s->sysmon_ticks, (size_t)s->procs * sizeof *s->sysmon_ticks);
     s->sysmon_ticks = NULL;
+    /* No M is left to take a signal that reads it. */
+    if (s->stalls)
+        gmp__free(s->stalls, (size_t)s->procs * sizeof *s->stalls);
+    s->stalls = NULL;
 }

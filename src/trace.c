@@ -1,5 +1,6 @@
 /*
- * trace.c - looking inside the scheduler: gmp_stats, the schedtrace lines
+ * trace.c - looking inside the scheduler: gmp_stats, gmp_metrics (whose
+ * timed half metrics.h records), the stall report, the schedtrace lines
  * sysmon prints (GMP_DEBUG=schedtrace=N,scheddetail=1), and gmp_dump, whose
  * core also writes the deadlock and stack-overflow reports and the dump on
  * SIGQUIT.
@@ -30,6 +31,8 @@
 #include "runtime.h"
 #include "sigchain.h"
 #include "park.h"
+#include "metrics.h"
+#include "exectrace.h"
 
 #define MAX_FRAMES 32
 
@@ -206,6 +209,72 @@ int gmp_stats(gmp_stats_t *out)
     return 0;
 }
 
+/* ---- gmp_metrics --------------------------------------------------------- */
+
+GMP_ALIGNED _Atomic int gmp__metrics_on;
+/* The line after the flag stays clear of everything else's writes. */
+static GMP_ALIGNED char metrics_pad[GMP_CACHELINE] __attribute__((unused));
+
+void gmp__metrics_started(struct p *pp, struct g *gp)
+{
+    /* Relaxed: see metrics.h; only a G's own transitions write it. */
+    int64_t t = __atomic_load_n(&gp->waitsince, __ATOMIC_RELAXED);
+    if (t >= 0)
+        return;                     /* not stamped runnable */
+    __atomic_store_n(&gp->waitsince, 0, __ATOMIC_RELAXED);
+    int64_t d = gmp__nanotime() + t;
+    if (d < 0)
+        d = 0;
+    int b = 63 - __builtin_clzll((uint64_t)d | 1);
+    if (b >= GMP_METRICS_LATENCY_BUCKETS)
+        b = GMP_METRICS_LATENCY_BUCKETS - 1;
+    /* Relaxed: owner-written statistics (struct p). */
+    gmp__owner_inc(&pp->latency[b], memory_order_relaxed);
+    gmp__owner_inc_by(&pp->latency_ns, (uint64_t)d);
+}
+
+static void count_g(struct g *gp, void *arg)
+{
+    gmp_metrics_t *out = arg;
+    /* Relaxed: informational (see the file comment). */
+    switch (atomic_load_explicit(&gp->status, memory_order_relaxed)) {
+    case G_RUNNABLE: out->goroutines_runnable++; break;
+    case G_RUNNING:  out->goroutines_running++; break;
+    case G_WAITING:  out->goroutines_waiting++; break;
+    case G_SYSCALL:  out->goroutines_syscall++; break;
+    default: break;
+    }
+}
+
+int gmp_metrics(gmp_metrics_t *out)
+{
+    if (!out)
+        return GMP_EINVAL;
+    gmp__preempt_check();
+    memset(out, 0, sizeof *out);
+    struct schedt *s = cursched();
+    if (!s)
+        return GMP_EPERM;
+    if (gmp__metrics_enabled())
+        out->flags |= GMP_METRICS_TIMED;
+    /* Relaxed, all: counters read as a snapshot, each one monotonic. */
+    for (int i = 0; i < s->procs; i++) {
+        struct p *pp = &s->allp[i];
+        for (int b = 0; b < GMP_METRICS_LATENCY_BUCKETS; b++) {
+            uint64_t n = atomic_load_explicit(&pp->latency[b],
+                                              memory_order_relaxed);
+            out->sched_latency[b] += n;
+            out->sched_latency_count += n;
+        }
+        out->sched_latency_ns +=
+            atomic_load_explicit(&pp->latency_ns, memory_order_relaxed);
+        out->syscall_ns +=
+            atomic_load_explicit(&pp->syscall_ns, memory_order_relaxed);
+    }
+    gmp__each_g(s, true, count_g, out);
+    return 0;
+}
+
 /* ---- schedtrace ---------------------------------------------------------- */
 
 static const char *const pstatus_names[] = {
@@ -362,6 +431,54 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
     }
     gmp__unlock(&s->lock);
     gmp__each_g(s, true, detail_g, &w);
+}
+
+/* ---- The stall report ---------------------------------------------------- */
+
+void gmp__stall_report(struct schedt *s, int pid, const struct gmp__stall *st,
+                       int how)
+{
+    (void)s;
+    bool taken = how == STALL_TAKEN;
+    struct wr w = {.put = put_line};
+    wputs(&w, "gmprt: ");
+    if (taken) {
+        wputs(&w, "goroutine ");
+        wputu(&w, st->goid);
+        if (st->label) {            /* the program keeps it while set */
+            wputs(&w, " \"");
+            wputs(&w, st->label);
+            wputs(&w, "\"");
+        }
+    } else {
+        wputs(&w, "a goroutine");
+    }
+    wputs(&w, " has run ");
+    wputi(&w, st->ran_ns / 1000000);
+    wputs(&w, " ms without a scheduling point (P");
+    wputu(&w, (uint64_t)pid);
+    wputs(&w, ")");
+    if (!taken) {
+        wputs(&w, how == STALL_GONE ? "; it yielded before its stack was"
+                                      " taken"
+                  : how == STALL_ASKED ? "; its thread did not answer"
+                                       : "; asynchronous preemption is off,"
+                                         " so neither its id nor its stack"
+                                         " is known");
+        wputs(&w, "\n\n");
+        return;
+    }
+    wputs(&w, ":\n");
+    for (int i = 0; i < st->n; i++) {
+        wputs(&w, "\t");
+        wsym(&w, st->pc[i]);
+        wputs(&w, "\n");
+    }
+    wputs(&w, "started as ");
+    wsym(&w, (uintptr_t)st->fn);
+    wputs(&w, "(");
+    wputx(&w, (uintptr_t)st->arg);
+    wputs(&w, ")\n\n");
 }
 
 /* ---- gmp_dump ------------------------------------------------------------ */
@@ -636,8 +753,10 @@ static void on_quit(int sig, siginfo_t *si, void *uc)
     /* Acquire: as in cursched. */
     struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
     gmp__fatal_begin("SIGQUIT: goroutine dump\n");
-    if (s)
+    if (s) {
         gmp__dump_fatal(s);
+        gmp__flightrec_report(false, true);
+    }
     if (old_quit.sa_handler != SIG_DFL && old_quit.sa_handler != SIG_IGN)
         gmp__sig_chain(sig, si, uc, &old_quit);
     _exit(2);                       /* as Go does after its dump */

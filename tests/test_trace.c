@@ -17,6 +17,13 @@
  *   - with dump_on_sigquit, SIGQUIT writes the dump and exits with 2,
  *     also while goroutines are being made (and, under TSan, without a
  *     race report: the dump takes no lock);
+ *   - gmp_metrics counts goroutines by state (parked receivers are
+ *     waiting, a goroutine in a bracket is in a syscall); with
+ *     sched_metrics, the time inside brackets covers what a goroutine
+ *     measured inside its own, every goroutine's first start is in the
+ *     latency histogram, and one kept runnable 5 ms behind goroutines
+ *     that hold every P lands in a bucket of 4 ms or more; without it,
+ *     nothing timed is recorded;
  *   - bad input and no runtime are errors, never a crash.
  * The test binary exports its symbols (ENABLE_EXPORTS) so that dladdr
  * names the start functions, which are therefore not static.
@@ -700,6 +707,232 @@ static void test_sigquit_while_goroutines_are_made(void **state)
     }
 }
 
+/* ---- gmp_metrics ----------------------------------------------------------- */
+
+static gmp_metrics_t metrics(void)
+{
+    gmp_metrics_t mt;
+    assert_int_equal(gmp_metrics(&mt), 0);
+    return mt;
+}
+
+static uint64_t latency_from(const gmp_metrics_t *mt, int bucket)
+{
+    uint64_t n = 0;
+    for (int b = bucket; b < GMP_METRICS_LATENCY_BUCKETS; b++)
+        n += mt->sched_latency[b];
+    return n;
+}
+
+#define PARKED_GS H_SCALE(200)
+
+static gmp_chan_t *mt_ch;
+static _Atomic int64_t mt_parked, mt_done;
+
+void metrics_receiver(void *arg)
+{
+    (void)arg;
+    int v;
+    atomic_fetch_add(&mt_parked, 1);
+    G_CHECK(gmp_chan_recv(mt_ch, &v) == GMP_ECLOSED);
+    atomic_fetch_add(&mt_done, 1);
+}
+
+static bool parked_waiting(void *arg)
+{
+    (void)arg;
+    return metrics().goroutines_waiting >= PARKED_GS;
+}
+
+/* Receivers parked on a channel nobody sends on are counted waiting. */
+static void test_metrics_count_parked_goroutines(void **state)
+{
+    (void)state;
+    bad_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    mt_ch = gmp_chan_make(sizeof(int), 0);
+    assert_non_null(mt_ch);
+    atomic_store(&mt_parked, 0);
+    atomic_store(&mt_done, 0);
+    for (int i = 0; i < PARKED_GS; i++)
+        assert_int_equal(gmp_go(metrics_receiver, NULL), 0);
+    assert_int_equal(h_wait(&mt_parked, PARKED_GS), 0);
+    /* Counted: they may still be on their way into the park. */
+    assert_int_equal(h_wait_until(parked_waiting, NULL,
+                                  "goroutines_waiting >= PARKED_GS"), 0);
+    gmp_metrics_t m = metrics();
+    assert_true(m.goroutines_waiting + m.goroutines_runnable +
+                    m.goroutines_running + m.goroutines_syscall >=
+                PARKED_GS);
+    gmp_chan_close(mt_ch);
+    assert_int_equal(h_wait(&mt_done, PARKED_GS), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_chan_free(mt_ch);
+    ASSERT_NO_BAD();
+    m = metrics();
+    assert_int_equal(m.goroutines_waiting, 0);
+    assert_int_equal(m.goroutines_runnable, 0);
+    assert_int_equal(m.goroutines_running, 0);
+}
+
+static int sc_pipe[2];
+static _Atomic int64_t sc_inside, sc_inner_ns, sc_done;
+
+void metrics_syscaller(void *arg)
+{
+    (void)arg;
+    char c;
+    gmp_syscall_enter();
+    int64_t t0 = h_now();
+    atomic_store(&sc_inside, 1);
+    ssize_t r = read(sc_pipe[0], &c, 1);
+    int64_t t1 = h_now();
+    gmp_syscall_exit();
+    G_CHECK(r == 1);
+    atomic_store(&sc_inner_ns, t1 - t0);
+    atomic_store(&sc_done, 1);
+}
+
+static bool one_in_syscall(void *arg)
+{
+    (void)arg;
+    return metrics().goroutines_syscall >= 1;
+}
+
+/* A goroutine blocked inside a bracket is in a syscall, and with timed
+ * metrics the time inside brackets grows by at least what it measured
+ * between its enter and its exit. */
+static void test_metrics_syscall_time_grows(void **state)
+{
+    (void)state;
+    bad_reset();
+    assert_int_equal(pipe(sc_pipe), 0);
+    atomic_store(&sc_inside, 0);
+    atomic_store(&sc_done, 0);
+    gmp_metrics_t a = metrics();
+    assert_true(a.flags & GMP_METRICS_TIMED);
+    assert_int_equal(gmp_go(metrics_syscaller, NULL), 0);
+    assert_int_equal(h_wait(&sc_inside, 1), 0);
+    assert_int_equal(h_wait_until(one_in_syscall, NULL,
+                                  "goroutines_syscall >= 1"), 0);
+    assert_int_equal(write(sc_pipe[1], "x", 1), 1);
+    assert_int_equal(h_wait(&sc_done, 1), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    close(sc_pipe[0]);
+    close(sc_pipe[1]);
+    ASSERT_NO_BAD();
+    gmp_metrics_t b = metrics();
+    int64_t inner = atomic_load(&sc_inner_ns);
+    assert_true(inner > 0);
+    assert_true(b.syscall_ns - a.syscall_ns >= (uint64_t)inner);
+}
+
+/* Every goroutine's first start is counted, from its creation. */
+static void test_metrics_latency_counts_starts(void **state)
+{
+    (void)state;
+    bad_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_metrics_t a = metrics();
+    atomic_store(&work_done, 0);
+    for (int i = 0; i < WORK_GS; i++)
+        assert_int_equal(gmp_go(trace_worker, NULL), 0);
+    assert_int_equal(gmp_go(trace_spawner, NULL), 0);
+    assert_int_equal(h_wait(&work_done, 2 * WORK_GS + 1), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+    gmp_metrics_t b = metrics();
+    assert_true(b.sched_latency_count - a.sched_latency_count >=
+                2 * WORK_GS + 1);
+    uint64_t sum = 0;
+    for (int i = 0; i < GMP_METRICS_LATENCY_BUCKETS; i++)
+        sum += b.sched_latency[i];
+    assert_int_equal(sum, b.sched_latency_count);
+    assert_true(b.sched_latency_ns >= a.sched_latency_ns);
+}
+
+/* One holder per P, preemption off, wait until all hold a P; the last
+ * to arrive creates a goroutine and sets the time they all release
+ * theirs: LATE_NS later. The new one cannot start before then, and was
+ * stamped runnable before the time was set. */
+#define LATE_NS 5000000LL
+#define LATE_BUCKET 22              /* [2^22 ns, ...) = 4.19 ms up */
+static _Atomic int64_t late_holders, late_release, late_ran, late_done;
+static _Atomic int late_procs;
+
+void metrics_late(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&late_ran, 1);
+}
+
+void metrics_holder(void *arg)
+{
+    (void)arg;
+    gmp_preempt_disable();
+    int64_t n = atomic_fetch_add(&late_holders, 1) + 1;
+    int64_t deadline = h_now() + H_DEADLINE_NS;
+    while (atomic_load(&late_holders) < atomic_load(&late_procs) &&
+           h_now() < deadline)
+        ;
+    if (n == atomic_load(&late_procs)) {
+        G_CHECK(gmp_go(metrics_late, NULL) == 0);
+        atomic_store(&late_release, h_now() + LATE_NS);
+    }
+    while (atomic_load(&late_release) == 0 && h_now() < deadline)
+        ;
+    while (h_now() < atomic_load(&late_release))
+        ;
+    gmp_preempt_enable();
+    atomic_fetch_add(&late_done, 1);
+}
+
+static void test_metrics_latency_of_a_late_start(void **state)
+{
+    int procs = ((struct h_env *)*state)->procs;
+    bad_reset();
+    assert_int_equal(h_wait_quiet(), 0);
+    atomic_store(&late_procs, procs);
+    atomic_store(&late_holders, 0);
+    atomic_store(&late_release, 0);
+    atomic_store(&late_ran, 0);
+    atomic_store(&late_done, 0);
+    gmp_metrics_t a = metrics();
+    for (int i = 0; i < procs; i++)
+        assert_int_equal(gmp_go(metrics_holder, NULL), 0);
+    assert_int_equal(h_wait(&late_done, procs), 0);
+    assert_int_equal(h_wait(&late_ran, 1), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    ASSERT_NO_BAD();
+    gmp_metrics_t b = metrics();
+    assert_true(latency_from(&b, LATE_BUCKET) -
+                    latency_from(&a, LATE_BUCKET) >= 1);
+}
+
+/* Without sched_metrics nothing timed is recorded. */
+static void test_metrics_untimed_by_default(void **state)
+{
+    (void)state;
+    assert_int_equal(gmp_go(trace_flagger, NULL), 0);
+    assert_int_equal(h_wait_quiet(), 0);
+    gmp_metrics_t m = metrics();
+    assert_int_equal(m.flags & GMP_METRICS_TIMED, 0);
+    assert_int_equal(m.sched_latency_count, 0);
+    assert_int_equal(m.syscall_ns, 0);
+}
+
+static int h_up_timed(void **state, int procs)
+{
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = procs;
+    cfg.sched_metrics = 1;
+    return h_up_with(state, &cfg);
+}
+static int h_up_timed_1(void **state) { return h_up_timed(state, 1); }
+static int h_up_timed_2(void **state) { return h_up_timed(state, 2); }
+static int h_up_timed_4(void **state) { return h_up_timed(state, 4); }
+
 /* ---- Bad input, no runtime ------------------------------------------------- */
 
 static void test_no_runtime_and_bad_input(void **state)
@@ -708,6 +941,12 @@ static void test_no_runtime_and_bad_input(void **state)
     gmp_stats_t st;
     memset(&st, 0xff, sizeof st);
     assert_int_equal(gmp_stats(&st), GMP_EPERM);
+    gmp_metrics_t mt;
+    memset(&mt, 0xff, sizeof mt);
+    assert_int_equal(gmp_metrics(&mt), GMP_EPERM);
+    assert_int_equal(mt.flags, 0);
+    assert_int_equal(mt.reserved_[0], 0);
+    assert_int_equal(gmp_metrics(NULL), GMP_EINVAL);
     assert_int_equal(st.goroutines_created, 0);
     assert_int_equal(st.procs, 0);
     assert_int_equal(gmp_stats(NULL), GMP_EINVAL);
@@ -822,9 +1061,23 @@ int main(void)
         cmocka_unit_test(test_stats_count_poller_waiters),
         cmocka_unit_test(test_dump_lists_parked_goroutines),
         cmocka_unit_test(test_dump_while_goroutines_switch),
+        cmocka_unit_test(test_metrics_count_parked_goroutines),
+        cmocka_unit_test(test_metrics_untimed_by_default),
+    };
+    const struct CMUnitTest timed[] = {
+        cmocka_unit_test(test_metrics_count_parked_goroutines),
+        cmocka_unit_test(test_metrics_syscall_time_grows),
+        cmocka_unit_test(test_metrics_latency_counts_starts),
+        cmocka_unit_test(test_metrics_latency_of_a_late_start),
     };
     return cmocka_run_group_tests_name("trace no runtime", none, NULL, NULL)
          + cmocka_run_group_tests_name("trace procs=1", t, h_up_1, h_down)
          + cmocka_run_group_tests_name("trace procs=2", t, h_up_2, h_down)
-         + cmocka_run_group_tests_name("trace procs=4", t, h_up_4, h_down);
+         + cmocka_run_group_tests_name("trace procs=4", t, h_up_4, h_down)
+         + cmocka_run_group_tests_name("metrics procs=1", timed, h_up_timed_1,
+                                       h_down)
+         + cmocka_run_group_tests_name("metrics procs=2", timed, h_up_timed_2,
+                                       h_down)
+         + cmocka_run_group_tests_name("metrics procs=4", timed, h_up_timed_4,
+                                       h_down);
 }
