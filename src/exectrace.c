@@ -103,8 +103,10 @@
  * Locks: lk (start/stop, a gmp_mutex_t) > glock > qlock; rlock is taken
  * after qlock is released (absorb), never inside it.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -197,6 +199,142 @@ static int nargs(int ev, bool *stack)
     default:                        /* GoSched, GoPreempt, GoBlock*, ... */
         *stack = true;
         return 0;
+    }
+}
+
+/* ---- Start functions as stacks ----------------------------------------- */
+
+/* `go tool trace` names a goroutine after the first frame of the stack
+ * its GoCreate gives it (and refuses a trace without one). A G's stack
+ * is not walked at every event: each GoCreate names a one-frame stack,
+ * the goroutine's start function, whose id is the function's address;
+ * STK_UNKNOWN stands for a function not known (a window's prefix, a
+ * full table). The addresses go into a set, insert-only, lock-free,
+ * shared by every trace of the process; the EvStack and EvString
+ * entries are written after the events (stacks_out), symbolised with
+ * dladdr. */
+#define STK_UNKNOWN 1
+#define FNSET_SIZE  4096            /* a power of two */
+
+static _Atomic uintptr_t fnset[FNSET_SIZE];
+
+/* The stack id for a G started at fn. Context: any. */
+static uint64_t stack_of(void (*fn)(void *))
+{
+    uintptr_t a = (uintptr_t)fn;
+    if (a <= STK_UNKNOWN)
+        return STK_UNKNOWN;
+    for (uint32_t i = (uint32_t)(a >> 4) * 2654435761u, n = 0;
+         n < FNSET_SIZE; i++, n++) {
+        _Atomic uintptr_t *slot = &fnset[i & (FNSET_SIZE - 1)];
+        /* Relaxed: the slot's value is all there is to publish; the
+         * writer of the table reads it after the trace's stop, which
+         * orders everything before it (stop_world). */
+        uintptr_t v = atomic_load_explicit(slot, memory_order_relaxed);
+        if (v == a)
+            return a;
+        if (v == 0 && (atomic_compare_exchange_strong_explicit(
+                           slot, &v, a, memory_order_relaxed,
+                           memory_order_relaxed) ||
+                       v == a))
+            return a;
+    }
+    return STK_UNKNOWN;
+}
+
+void gmp__trace_create(struct p *pp, struct g *gp)
+{
+    gmp__trace_ev(pp, TEV_GOCREATE, 0, gp->goid, stack_of(gp->fn));
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = GMP_LIBC(write)(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+struct frout {
+    int     fd;
+    int     err;
+};
+
+static void out(struct frout *o, const void *p, size_t n)
+{
+    if (!o->err && n)
+        o->err = write_all(o->fd, p, n);
+}
+
+/* One string of the dictionary. */
+static void out_string(struct frout *o, uint64_t id, const char *str)
+{
+    uint8_t buf[24], *p = buf;
+    size_t n = strlen(str);
+    *p++ = TEV_STRING;
+    p = uleb(p, id);
+    p = uleb(p, n);
+    out(o, buf, (size_t)(p - buf));
+    out(o, str, n);
+}
+
+/* The one-frame stack id: {pc, func, file, line 0}. */
+static void out_stack(struct frout *o, uint64_t id, uint64_t pc,
+                      uint64_t fn, uint64_t file)
+{
+    uint8_t args[64], *q = args, buf[80], *p = buf;
+    q = uleb(q, id);
+    q = uleb(q, 1);
+    q = uleb(q, pc);
+    q = uleb(q, fn);
+    q = uleb(q, file);
+    q = uleb(q, 0);
+    *p++ = (uint8_t)(TEV_STACK | 3 << 6);   /* a byte length first */
+    p = uleb(p, (uint64_t)(q - args));
+    memcpy(p, args, (size_t)(q - args));
+    p += q - args;
+    out(o, buf, (size_t)(p - buf));
+}
+
+/* The stack table of stack_of: STK_UNKNOWN and every start function
+ * seen, named by dladdr, or by address where dladdr may not be called
+ * (live: in a signal handler) or knows no symbol. */
+static void stacks_out(struct frout *o, bool live)
+{
+    out_string(o, 1, "?");
+    out_stack(o, STK_UNKNOWN, STK_UNKNOWN, 1, 1);
+    uint64_t id = 2;
+    for (uint32_t i = 0; i < FNSET_SIZE; i++) {
+        /* Relaxed: see stack_of. */
+        uintptr_t a = atomic_load_explicit(&fnset[i], memory_order_relaxed);
+        if (!a)
+            continue;
+        char hex[2 + 2 * sizeof a + 1], *h = hex + sizeof hex - 1;
+        *h = 0;
+        for (uintptr_t v = a; h > hex + 2 && (v || h == hex + sizeof hex - 1);
+             v >>= 4)
+            *--h = "0123456789abcdef"[v & 15];
+        *--h = 'x';
+        *--h = '0';
+        const char *fn = h, *file = "?";
+        Dl_info di;
+        if (!live && dladdr((void *)a, &di)) {
+            if (di.dli_sname && di.dli_saddr == (void *)a)
+                fn = di.dli_sname;
+            if (di.dli_fname)
+                file = di.dli_fname;
+        }
+        out_string(o, id, fn);
+        out_string(o, id + 1, file);
+        out_stack(o, a, a, id, id + 1);
+        id += 2;
     }
 }
 
@@ -657,20 +795,6 @@ static void absorb(void)
 
 /* ---- The writer --------------------------------------------------------- */
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = GMP_LIBC(write)(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return w < 0 ? errno : EIO;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Writes the queue out, returning its buffers to the free list. */
 static void drain(void)
@@ -719,7 +843,7 @@ static void walk_g(struct g *gp, void *arg)
     if (st == G_IDLE || st == G_DEAD)
         return;
     struct tslot *sl = &tslot[GLOBAL_SLOT];
-    emit(sl, -1, TEV_GOCREATE, w->ts, gp->goid, 0);
+    emit(sl, -1, TEV_GOCREATE, w->ts, gp->goid, stack_of(gp->fn));
     if (st == G_WAITING)
         emit(sl, -1, TEV_GOWAITING, w->ts, gp->goid, 0);
     else if (st == G_SYSCALL)
@@ -842,6 +966,11 @@ static int finish_locked(void)
         T.ring = false;
     }
     free_buffers();
+    if (!T.werr && T.fd >= 0) {     /* a trace's stack table, at its end */
+        struct frout o = {T.fd, 0};
+        stacks_out(&o, false);
+        T.werr = o.err;
+    }
     if (T.own_fd)
         GMP_LIBC(close)(T.fd);
     T.active = false;
@@ -903,16 +1032,6 @@ enum {
                                        dying, allocate nothing */
 };
 
-struct frout {
-    int     fd;
-    int     err;
-};
-
-static void out(struct frout *o, const void *p, size_t n)
-{
-    if (!o->err && n)
-        o->err = write_all(o->fd, p, n);
-}
 
 /* Writes b's events in [from, below) as a batch of their own. */
 static void out_buf(struct frout *o, const struct tbuf *b, int64_t from,
@@ -1011,7 +1130,7 @@ static int fr_write_locked(int fd, int mode)
             struct shg *e = &sh->tab[i];
             if (!e->goid || e->st == SG_DEAD)
                 continue;
-            p = enc_ev(buf, TEV_GOCREATE, 0, e->goid, 0);
+            p = enc_ev(buf, TEV_GOCREATE, 0, e->goid, STK_UNKNOWN);
             if (e->st == SG_WAITING)
                 p = enc_ev(p, TEV_GOWAITING, 0, e->goid, 0);
             else if (e->st == SG_SYSCALL)
@@ -1035,6 +1154,7 @@ static int fr_write_locked(int fd, int mode)
     for (int i = 0; i <= GMP_MAXPROCS; i++)
         if (cur[i])
             out_buf(&o, cur[i], cut, below);
+    stacks_out(&o, mode & FR_LIVE);
     if (sh != &SH) {
         if (sh->tab)
             gmp__free(sh->tab, (size_t)sh->cap * sizeof *sh->tab);

@@ -19,14 +19,14 @@
 
 /* Go 1.19's event types (runtime/trace.go's numbering), those we write. */
 enum {
-    TEV_BATCH = 1, TEV_FREQUENCY = 2, TEV_GOMAXPROCS = 4,
+    TEV_BATCH = 1, TEV_FREQUENCY = 2, TEV_STACK = 3, TEV_GOMAXPROCS = 4,
     TEV_PROCSTART = 5, TEV_PROCSTOP = 6, TEV_GOCREATE = 13,
     TEV_GOEND = 15, TEV_GOSCHED = 17, TEV_GOPREEMPT = 18, TEV_GOSLEEP = 19,
     TEV_GOBLOCK = 20, TEV_GOBLOCKSEND = 22, TEV_GOBLOCKRECV = 23,
     TEV_GOBLOCKSELECT = 24, TEV_GOBLOCKSYNC = 25, TEV_GOBLOCKCOND = 26,
     TEV_GOBLOCKNET = 27, TEV_GOSYSCALL = 28, TEV_GOSYSBLOCK = 30,
     TEV_GOWAITING = 31, TEV_GOINSYSCALL = 32, TEV_GOSTARTLOCAL = 38,
-    TEV_GOUNBLOCKLOCAL = 39, TEV_GOSYSEXITLOCAL = 40,
+    TEV_GOUNBLOCKLOCAL = 39, TEV_GOSYSEXITLOCAL = 40, TEV_STRING = 37,
 };
 
 /* Nonzero while a trace records. Written under the tracer's locks with
@@ -70,9 +70,12 @@ static inline bool gmp__trace_on(void)
     } while (0)
 
 /* The hooks, one line at each call site. */
+/* gp's GoCreate, its start function as its stack (exectrace.c). */
+GMP_HIDDEN void gmp__trace_create(struct p *pp, struct g *gp);
 static inline void gmp__trace_gocreate(struct p *pp, struct g *gp)
 {
-    GMP_TRACE_EV(pp, TEV_GOCREATE, gp->goid, 0);
+    if (gmp__trace_on())
+        gmp__trace_create(pp, gp);
 }
 static inline void gmp__trace_gostart(struct p *pp, struct g *gp)
 {

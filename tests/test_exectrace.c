@@ -218,6 +218,21 @@ static void test_trace_parses_with_every_kind(void **state)
             fprintf(stderr, "no %s event in %s\n", kinds[i], path);
         assert_non_null(strstr(out, pat));
     }
+    /* Each GoCreate names a stack, which `go tool trace` requires: the
+     * goroutine's start function, by address. */
+    char want[64];
+    snprintf(want, sizeof want, " stack=%llu\n",
+             (unsigned long long)(uintptr_t)leaf);
+    int leaves = 0;
+    for (char *l = strstr(out, " GoCreate "); l;
+         l = strstr(l + 1, " GoCreate ")) {
+        char *eol = strchr(l, '\n');
+        assert_non_null(eol);
+        assert_null(memmem(l, (size_t)(eol - l), " stack=0\n", 9));
+        if (!strncmp(eol - (strlen(want) - 1), want, strlen(want) - 1))
+            leaves++;
+    }
+    assert_true(leaves >= 50);
     free(out);
     unlink(path);
 }
