@@ -222,7 +222,8 @@ static int64_t earlier(int64_t a, int64_t b)
 
 /* While every P is busy: preempts each P that has a due timer (its M
  * runs it in schedule(), and the woken G runs next), and the Ps for the
- * *owed Gs sysmon's poll put on the global queue. Returns when to look
+ * *owed Gs sysmon's poll put on the global queue; only Ps whose G has
+ * run since sysmon's look before. Returns when to look
  * again (a pending timer, the end of a P's WAIT_SLICE_NS), 0 for no
  * reason. With a P idle it does nothing: the M blocked in the poller
  * wakes for the timers, and idle Ms take the queued Gs. Relaxed loads:
@@ -246,6 +247,14 @@ static int64_t hurry_all(struct schedt *s, int64_t now, int32_t *owed)
         if (w != 0 && w > now) {
             next = earlier(next, w);
             w = 0;
+        }
+        /* A P whose G changed since sysmon's last look (retake, just
+         * before, stamped it now) passes through schedule() often: its
+         * M runs the timer and the queue without being pushed. Look
+         * again in a slice. */
+        if ((w != 0 || *owed > 0) && s->sysmon_ticks[i].schedwhen == now) {
+            next = earlier(next, now + WAIT_SLICE_NS);
+            continue;
         }
         if (w != 0 || *owed > 0) {
             int64_t t = hurry(s, i, now);
