@@ -29,6 +29,7 @@ BEGIN { FS = "|"; n = 0 }
     n++
     label[n] = f[2] " " f[3] " " unit
     sub(/ \(Go column: Boost.Context\)/, " (Boost)", label[n])
+    sub(/ \(Go column: net\/http\)/, " vs net/http", label[n])
     val[n] = higher ? 1 / r : r
 }
 END {
