@@ -978,10 +978,10 @@ static int finish_locked(void)
     return T.werr ? -T.werr : 0;
 }
 
-int gmp_trace_start(int fd)
+/* The start's prologue: lk, no trace yet, the world stopped. Returns 0
+ * with lk held and *sp the runtime, else the error with lk free. */
+static int begin_start(struct schedt **sp)
 {
-    if (fd < 0)
-        return GMP_EBADF;
     gmp_mutex_lock(&T.lk);
     if (T.active) {
         gmp_mutex_unlock(&T.lk);
@@ -995,21 +995,22 @@ int gmp_trace_start(int fd)
         gmp_mutex_unlock(&T.lk);
         return err;
     }
-    err = start_locked(s, fd);
-    gmp_start_world();
-    gmp_mutex_unlock(&T.lk);
-    return err;
+    *sp = s;
+    return 0;
 }
 
-int gmp_trace_stop(void)
+/* Ends the trace (ring: only a flight recorder's) with the world
+ * stopped around stop_locked; returns finish_locked's result. While the
+ * runtime stops, gmp__trace_free ends it instead. */
+static int end_trace(bool ring)
 {
     gmp_mutex_lock(&T.lk);
-    if (!T.active) {
+    if (!T.active || (ring && !T.ring)) {
         gmp_mutex_unlock(&T.lk);
         return GMP_EPERM;
     }
     int err = gmp_stop_world();
-    if (err) {                      /* stopping: gmp__trace_free ends it */
+    if (err) {
         gmp_mutex_unlock(&T.lk);
         return err;
     }
@@ -1018,6 +1019,25 @@ int gmp_trace_stop(void)
     err = finish_locked();
     gmp_mutex_unlock(&T.lk);
     return err;
+}
+
+int gmp_trace_start(int fd)
+{
+    if (fd < 0)
+        return GMP_EBADF;
+    struct schedt *s;
+    int err = begin_start(&s);
+    if (err)
+        return err;
+    err = start_locked(s, fd);
+    gmp_start_world();
+    gmp_mutex_unlock(&T.lk);
+    return err;
+}
+
+int gmp_trace_stop(void)
+{
+    return end_trace(false);
 }
 
 
@@ -1167,19 +1187,10 @@ int gmp_flightrec_start(size_t bytes)
 {
     if (bytes < 2 * TBUF_SIZE)
         bytes = 2 * TBUF_SIZE;
-    gmp_mutex_lock(&T.lk);
-    if (T.active) {
-        gmp_mutex_unlock(&T.lk);
-        return GMP_EBUSY;
-    }
-    /* Acquire: as in gmp_stop_world. */
-    struct schedt *s = atomic_load_explicit(&gmp__sched,
-                                            memory_order_acquire);
-    int err = s ? gmp_stop_world() : GMP_EPERM;
-    if (err) {
-        gmp_mutex_unlock(&T.lk);
+    struct schedt *s;
+    int err = begin_start(&s);
+    if (err)
         return err;
-    }
     gmp__lock(&T.rlock);            /* reports read ring under it */
     T.ring = true;
     T.ringmax = bytes / TBUF_SIZE;
@@ -1197,21 +1208,7 @@ int gmp_flightrec_start(size_t bytes)
 
 int gmp_flightrec_stop(void)
 {
-    gmp_mutex_lock(&T.lk);
-    if (!T.active || !T.ring) {
-        gmp_mutex_unlock(&T.lk);
-        return GMP_EPERM;
-    }
-    int err = gmp_stop_world();
-    if (err) {
-        gmp_mutex_unlock(&T.lk);
-        return err;
-    }
-    stop_locked();
-    gmp_start_world();
-    finish_locked();
-    gmp_mutex_unlock(&T.lk);
-    return 0;
+    return end_trace(true);         /* no fd: finish_locked gives 0 */
 }
 
 int gmp_flightrec_write(int fd)

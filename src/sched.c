@@ -912,6 +912,40 @@ void gmp__mcall(struct m *mp, struct g *gp, enum swreason why)
     resumed(gp, gmp__ctx_jump(mp->g0ctx.sp));
 }
 
+/* gp is mp's G from now on, on pp: the bookkeeping of every start
+ * (execute and the two direct switches). inherit: gp runs out the time
+ * slice of the G before it (runnext's), schedtick stays. Context: mp,
+ * owner of pp. */
+static inline void run_on(struct m *mp, struct p *pp, struct g *gp,
+                          bool inherit)
+{
+    mp->curg = gp;
+    gp->m = mp;
+    /* Relaxed: informational (gmp_dump, assertions). */
+    atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
+    gmp__metrics_start(pp, gp);
+    /* Relaxed, both: owner-written; sysmon only compares. A new G's slice
+     * starts unmarked. */
+    atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
+    if (!inherit)
+        gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
+    gmp__trace_gostart(pp, gp);
+}
+
+/* Switches from gp straight to next (run_on done), which completes gp's
+ * switch for why (SW_PARK or SW_YIELD) in resumed(); returns when gp is
+ * resumed. Context: gp, on mp. */
+static inline void switch_direct(struct m *mp, struct g *gp, struct g *next,
+                                 enum swreason why)
+{
+    mp->swreason = why;
+    mp->directfrom = gp;
+    GMP_ASAN_START(&gp->asan_fake, next->stk->lo,
+                   (size_t)(gstack_hi(next->stk) - next->stk->lo));
+    GMP_TSAN_SWITCH(next->stk->tsan_fiber);
+    resumed(gp, gmp__ctx_jump_ret(next->ctx.sp));
+}
+
 /* gopark's fast path: when pp's runnext holds a G that has run before,
  * which schedule() would pick next anyway (with the time slice it
  * inherits), switch gp straight to it instead of through g0: one stack
@@ -964,20 +998,8 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
         return false;
     }
     gmp__trace_goblock(pp, gp->waitreason);
-    gmp__trace_gostart(pp, next);
-    /* execute()'s bookkeeping, inheriting the time slice. */
-    mp->curg = next;
-    next->m = mp;
-    /* Relaxed, both: as in execute(). */
-    atomic_store_explicit(&next->status, G_RUNNING, memory_order_relaxed);
-    gmp__metrics_start(pp, next);
-    atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
-    mp->swreason = SW_PARK;
-    mp->directfrom = gp;
-    GMP_ASAN_START(&gp->asan_fake, next->stk->lo,
-                   (size_t)(gstack_hi(next->stk) - next->stk->lo));
-    GMP_TSAN_SWITCH(next->stk->tsan_fiber);
-    resumed(gp, gmp__ctx_jump_ret(next->ctx.sp));
+    run_on(mp, pp, next, true);     /* inheriting the time slice */
+    switch_direct(mp, gp, next, SW_PARK);
     return true;
 }
 
@@ -1031,22 +1053,8 @@ static bool yield_direct(struct m *mp, struct g *gp)
     else
         (void)gmp__globrunqget(s, pp, 0);   /* next, and a batch behind */
     gmp__unlock(&s->lock);
-    /* execute()'s bookkeeping. */
-    mp->curg = next;
-    next->m = mp;
-    /* Relaxed, both: as in execute(). */
-    atomic_store_explicit(&next->status, G_RUNNING, memory_order_relaxed);
-    gmp__metrics_start(pp, next);
-    atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
-    if (!inherit)
-        gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
-    gmp__trace_gostart(pp, next);
-    mp->swreason = SW_YIELD;
-    mp->directfrom = gp;
-    GMP_ASAN_START(&gp->asan_fake, next->stk->lo,
-                   (size_t)(gstack_hi(next->stk) - next->stk->lo));
-    GMP_TSAN_SWITCH(next->stk->tsan_fiber);
-    resumed(gp, gmp__ctx_jump_ret(next->ctx.sp));
+    run_on(mp, pp, next, inherit);
+    switch_direct(mp, gp, next, SW_YIELD);
     return true;
 }
 
@@ -1072,17 +1080,7 @@ static struct g *execute(struct schedt *s, struct m *mp, struct g *gp,
                          bool inherit)
 {
     struct p *pp = mp->p;
-    mp->curg = gp;
-    gp->m = mp;
-    /* Relaxed: informational (gmp_dump, assertions). */
-    atomic_store_explicit(&gp->status, G_RUNNING, memory_order_relaxed);
-    gmp__metrics_start(pp, gp);
-    /* Relaxed, both: owner-written; sysmon only compares. A new G's slice
-     * starts unmarked. */
-    atomic_store_explicit(&pp->preempt, 0, memory_order_relaxed);
-    if (!inherit)
-        gmp__owner_inc(&pp->schedtick, memory_order_relaxed);
-    gmp__trace_gostart(pp, gp);
+    run_on(mp, pp, gp, inherit);
     if (!gp->stk) {
         struct gstack *stk = GMP_LIKELY(!gp->stksize)
                                  ? gmp__stackalloc(s, pp)

@@ -791,4 +791,37 @@ static H_UNUSED void expect_clean_with(void (*fn)(void *), void (*before)(void),
     assert_true(h_has_line(res.out, "gmp_main returned 0"));
 }
 
+/* ---- Go's trace parser ---------------------------------------------------- */
+
+/* Runs `go tool trace -d path` (Go 1.19's internal/trace, which refuses an
+ * inconsistent trace) into *out (malloc'd, NUL-terminated); returns its
+ * exit status. */
+static H_UNUSED int h_go_trace_d(const char *path, char **out)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "go tool trace -d %s 2>&1", path);
+    FILE *f = popen(cmd, "r");
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while (buf && f && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 4096)
+            buf = realloc(buf, cap *= 2);
+    }
+    if (buf)
+        buf[len] = 0;
+    *out = buf;
+    return f ? pclose(f) : -1;
+}
+
+/* The tests that need `go` exit 77 (skipped) without it. */
+static H_UNUSED void h_need_go(void)
+{
+    if (system("go version >/dev/null 2>&1") != 0) {
+        printf("skipped: `go` (Debian: golang-go) is not installed\n");
+        exit(77);
+    }
+}
+
 #endif /* GMP_TEST_HARNESS_H */

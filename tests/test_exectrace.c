@@ -149,25 +149,6 @@ static void leaf(void *arg)
     atomic_fetch_add(&done, 1);
 }
 
-/* Runs `go tool trace -d path` into out; returns its exit status. */
-static int parse(const char *path, char **out)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "go tool trace -d %s 2>&1", path);
-    FILE *f = popen(cmd, "r");
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while (f && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len < 4096)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = 0;
-    *out = buf;
-    return f ? pclose(f) : -1;
-}
-
 static void test_trace_parses_with_every_kind(void **state)
 {
     (void)state;
@@ -201,7 +182,7 @@ static void test_trace_parses_with_every_kind(void **state)
     close(fd);
 
     char *out;
-    int rc = parse(path, &out);
+    int rc = h_go_trace_d(path, &out);
     if (rc != 0)
         fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", path, out);
     assert_int_equal(rc, 0);
@@ -239,10 +220,7 @@ static void test_trace_parses_with_every_kind(void **state)
 
 int main(void)
 {
-    if (system("go version >/dev/null 2>&1") != 0) {
-        printf("skipped: `go` (Debian: golang-go) is not installed\n");
-        return 77;
-    }
+    h_need_go();
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_trace_parses_with_every_kind),
     };

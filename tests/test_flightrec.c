@@ -106,25 +106,6 @@ static void pinger(void *arg)
     atomic_fetch_add(&done, 1);
 }
 
-/* Runs `go tool trace -d path` into out; returns its exit status. */
-static int parse(const char *path, char **out)
-{
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "go tool trace -d %s 2>&1", path);
-    FILE *f = popen(cmd, "r");
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while (f && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len < 4096)
-            buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = 0;
-    *out = buf;
-    return f ? pclose(f) : -1;
-}
-
 /* Writes the window to a new file, checks its size and that Go parses
  * it; returns the parser's output (malloc'd). */
 static char *write_and_parse(int procs)
@@ -143,7 +124,7 @@ static char *write_and_parse(int procs)
                 (long long)st.st_size, (long long)bound);
     assert_true(st.st_size <= bound);
     char *out;
-    int rc = parse(path, &out);
+    int rc = h_go_trace_d(path, &out);
     if (rc != 0)
         fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", path, out);
     assert_int_equal(rc, 0);
@@ -263,7 +244,7 @@ static void test_flightrec_written_by_deadlock_report(void **state)
     assert_non_null(strstr(res.err, "deadlock!"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
     char *out;
-    int rc = parse(rep_path, &out);
+    int rc = h_go_trace_d(rep_path, &out);
     if (rc != 0)
         fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", rep_path,
                 out);
@@ -328,7 +309,7 @@ static void test_flightrec_written_by_stall_report(void **state)
     assert_non_null(strstr(res.err, "without a scheduling point"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
     char *out;
-    int rc = parse(rep_path, &out);
+    int rc = h_go_trace_d(rep_path, &out);
     if (rc != 0)
         fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", rep_path,
                 out);
@@ -340,10 +321,7 @@ static void test_flightrec_written_by_stall_report(void **state)
 
 int main(void)
 {
-    if (system("go version >/dev/null 2>&1") != 0) {
-        printf("skipped: `go` (Debian: golang-go) is not installed\n");
-        return 77;
-    }
+    h_need_go();
     const struct CMUnitTest t[] = {
         cmocka_unit_test(test_flightrec_window_parses),
     };
