@@ -999,10 +999,10 @@ static int begin_start(struct schedt **sp)
     return 0;
 }
 
-/* Ends the trace (ring: only a flight recorder's) with the world
- * stopped around stop_locked; returns finish_locked's result. While the
- * runtime stops, gmp__trace_free ends it instead. */
-static int end_trace(bool ring)
+/* lk, a trace on (ring: a flight recorder), the world stopped. Returns 0
+ * with lk held, else the error with lk free. While the runtime stops,
+ * gmp__trace_free ends the trace instead. */
+static int hold_trace(bool ring)
 {
     gmp_mutex_lock(&T.lk);
     if (!T.active || (ring && !T.ring)) {
@@ -1010,10 +1010,18 @@ static int end_trace(bool ring)
         return GMP_EPERM;
     }
     int err = gmp_stop_world();
-    if (err) {
+    if (err)
         gmp_mutex_unlock(&T.lk);
+    return err;
+}
+
+/* Ends the trace (ring: only a flight recorder's); returns
+ * finish_locked's result. */
+static int end_trace(bool ring)
+{
+    int err = hold_trace(ring);
+    if (err)
         return err;
-    }
     stop_locked();
     gmp_start_world();
     err = finish_locked();
@@ -1215,16 +1223,9 @@ int gmp_flightrec_write(int fd)
 {
     if (fd < 0)
         return GMP_EBADF;
-    gmp_mutex_lock(&T.lk);
-    if (!T.active || !T.ring) {
-        gmp_mutex_unlock(&T.lk);
-        return GMP_EPERM;
-    }
-    int err = gmp_stop_world();
-    if (err) {
-        gmp_mutex_unlock(&T.lk);
+    int err = hold_trace(true);
+    if (err)
         return err;
-    }
     absorb();                       /* full buffers the writer has not */
     gmp__lock(&T.rlock);
     err = fr_write_locked(fd, FR_STILL);

@@ -200,6 +200,20 @@ static void test_flightrec_window_parses(void **state)
 
 static char rep_path[64];
 
+/* The report's window parses, and holds event ev; removed after. */
+static void check_report(const char *ev)
+{
+    char *out;
+    int rc = h_go_trace_d(rep_path, &out);
+    if (rc != 0)
+        fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", rep_path,
+                out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, ev));
+    free(out);
+    unlink(rep_path);
+}
+
 static void fr_dl_main(void *arg)
 {
     (void)arg;
@@ -243,15 +257,7 @@ static void test_flightrec_written_by_deadlock_report(void **state)
     h_assert_killed_by(&res, SIGABRT);
     assert_non_null(strstr(res.err, "deadlock!"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
-    char *out;
-    int rc = h_go_trace_d(rep_path, &out);
-    if (rc != 0)
-        fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", rep_path,
-                out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, " GoBlockRecv "));
-    free(out);
-    unlink(rep_path);
+    check_report(" GoBlockRecv ");
 }
 
 static void fr_spin(void *arg)
@@ -308,15 +314,7 @@ static void test_flightrec_written_by_stall_report(void **state)
     h_child_exited(&res, 0, 2);
     assert_non_null(strstr(res.err, "without a scheduling point"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
-    char *out;
-    int rc = h_go_trace_d(rep_path, &out);
-    if (rc != 0)
-        fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", rep_path,
-                out);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, " GoStart "));
-    free(out);
-    unlink(rep_path);
+    check_report(" GoStart ");
 }
 
 int main(void)
