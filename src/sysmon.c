@@ -223,7 +223,7 @@ static int64_t earlier(int64_t a, int64_t b)
 /* While every P is busy: preempts each P that has a due timer (its M
  * runs it in schedule(), and the woken G runs next), and the Ps for the
  * *owed Gs sysmon's poll put on the global queue; only Ps whose G has
- * run since sysmon's look before. Returns when to look
+ * run POLL_TAKE_NS or more. Returns when to look
  * again (a pending timer, the end of a P's WAIT_SLICE_NS), 0 for no
  * reason. With a P idle it does nothing: the M blocked in the poller
  * wakes for the timers, and idle Ms take the queued Gs. Relaxed loads:
@@ -248,12 +248,14 @@ static int64_t hurry_all(struct schedt *s, int64_t now, int32_t *owed)
             next = earlier(next, w);
             w = 0;
         }
-        /* A P whose G changed since sysmon's last look (retake, just
-         * before, stamped it now) passes through schedule() often: its
-         * M runs the timer and the queue without being pushed. Look
-         * again in a slice. */
-        if ((w != 0 || *owed > 0) && s->sysmon_ticks[i].schedwhen == now) {
-            next = earlier(next, now + WAIT_SLICE_NS);
+        /* A P whose G has run less than POLL_TAKE_NS (by retake's
+         * stamp, just before) passes through schedule() often: its M
+         * runs the timer and the queue without being pushed, and no
+         * signal interrupts short turns. Look again when it would have
+         * run that long. */
+        int64_t since = s->sysmon_ticks[i].schedwhen;
+        if ((w != 0 || *owed > 0) && now - since < POLL_TAKE_NS) {
+            next = earlier(next, since + POLL_TAKE_NS);
             continue;
         }
         if (w != 0 || *owed > 0) {
