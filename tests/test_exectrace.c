@@ -133,7 +133,13 @@ static void reader(void *arg)
 static void writer(void *arg)
 {
     (void)arg;
-    gmp_sleep(5 * 1000000);
+    /* Only once the reader waits in the poller (linked there, so its
+     * GoBlockNet is recorded whether or not it has switched out yet):
+     * a write before it reads would leave it nothing to wait for. */
+    gmp_stats_t st;
+    do
+        gmp_sleep(1000000);
+    while (gmp_stats(&st) == 0 && st.netpoll_waiters == 0);
     gmp_write(sv[1], "x", 1);
     /* A system call long enough for sysmon to hand its P off. */
     gmp_syscall_enter();
