@@ -2,6 +2,7 @@
  * libc.c - the table of C library calls the runtime makes through
  * GMP_LIBC (src/libc.h explains why).
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -33,6 +34,25 @@ struct gmp__libc gmp__libc = {
     .getaddrinfo = getaddrinfo,
     .getnameinfo = getnameinfo,
 };
+
+int (*_Atomic gmp__clock_gettime)(clockid_t, struct timespec *) =
+    clock_gettime;
+
+static void clock_find(void)
+{
+    int (*f)(clockid_t, struct timespec *);
+    *(void **)&f = dlsym(RTLD_NEXT, "clock_gettime");
+    /* Relaxed: before any thread of the runtime exists (pthread_create
+     * publishes it); only test_timer swaps it later. */
+    if (f)
+        atomic_store_explicit(&gmp__clock_gettime, f, memory_order_relaxed);
+}
+
+void gmp__clock_setup(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, clock_find);
+}
 
 int gmp__libc_attach(const struct gmp__libc *real, size_t size)
 {

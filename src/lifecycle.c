@@ -304,6 +304,7 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     s->schedtrace_ms = set->schedtrace_ms;
     s->scheddetail = set->scheddetail;
     s->stall_ns = (int64_t)set->stall_ms * 1000000;
+    gmp__clock_setup();
     s->start_ns = gmp__nanotime();
     gmp__timers_setup();
     /* Relaxed: not yet published. */

@@ -691,7 +691,9 @@ static inline void gmp__preempt_check(void)
 static inline int64_t gmp__nanotime(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    /* Relaxed: a constant once a runtime runs (libc.h). */
+    atomic_load_explicit(&gmp__clock_gettime, memory_order_relaxed)(
+        CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 

@@ -70,7 +70,9 @@ extern _Atomic int64_t gmp__coarse_res GMP_HIDDEN;
 static inline int64_t gmp__coarse_read(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    /* Relaxed: as in gmp__nanotime. */
+    atomic_load_explicit(&gmp__clock_gettime, memory_order_relaxed)(
+        CLOCK_MONOTONIC_COARSE, &ts);
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 

@@ -31,8 +31,9 @@
  *   - the coarse-clock check (timer.h) never judges a time that has come
  *     to be in the future; and with a timer ten minutes off on the P,
  *     10,000 yields, and at procs=1 10,000 channel round trips, make
- *     almost no precise clock reads (counted by interposing
- *     clock_gettime; not in sanitized builds);
+ *     almost no precise clock reads (counted by a clock put in the
+ *     runtime's place; not in sanitized builds); a clock_gettime the
+ *     program defines is never the runtime's;
  *   - deadlock detection with timers (forked children): goroutines asleep
  *     on timers, or waiting with a timeout, are no deadlock; once every
  *     timer has fired or been cancelled by an early wake and main blocks
@@ -1401,28 +1402,56 @@ static void test_cond_broadcast_mixed_timed_and_untimed(void **state)
 
 /* Every scheduling point on a P with a pending timer asks whether it is
  * due. When the coarse clock shows it is far off (timer.h), the answer
- * must not cost a precise clock read: those are counted per thread by
- * interposing clock_gettime (not in sanitized builds, whose runtimes
- * intercept it themselves). */
+ * must not cost a precise clock read: those are counted per thread by a
+ * counting clock put in the runtime's place (gmp__clock_gettime, libc.h)
+ * for the test. The counter is program code that the runtime calls
+ * inside parks, which a preemption signal must not stop: these run with
+ * asynchronous preemption off. Not in sanitized builds (their slower
+ * runs make more reads for their own reasons).
+ *
+ * The program also defines clock_gettime itself, as a program may (a
+ * time mock, a test double): the runtime's reads never reach it
+ * (libc.h), which gmp_nanotime shows here, and every test of this file
+ * shows too, since a signal that stopped a goroutine in that definition
+ * inside a park would break the park (it did, before). */
 #if !H_SANITIZED
 #include <dlfcn.h>
 
-static int (*real_clock_gettime)(clockid_t, struct timespec *);
-static __thread long precise_reads;
+static int (*libc_clock_gettime)(clockid_t, struct timespec *);
+static _Atomic long program_reads;
 
 __attribute__((constructor)) static void find_clock_gettime(void)
 {
-    real_clock_gettime = (int (*)(clockid_t, struct timespec *))dlsym(
-        RTLD_NEXT, "clock_gettime");
+    *(void **)&libc_clock_gettime = dlsym(RTLD_NEXT, "clock_gettime");
 }
 
 int clock_gettime(clockid_t c, struct timespec *ts)
 {
+    atomic_fetch_add(&program_reads, 1);
+    if (libc_clock_gettime)
+        return libc_clock_gettime(c, ts);
+    return (int)syscall(SYS_clock_gettime, c, ts);
+}
+
+static void test_runtime_clock_is_not_the_programs(void **state)
+{
+    long r0 = atomic_load(&program_reads);
+    struct timespec ts;
+    assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &ts), 0);
+    assert_int_equal(atomic_load(&program_reads), r0 + 1);  /* it counts */
+    for (int i = 0; i < 100; i++)
+        (void)gmp_nanotime();
+    assert_int_equal(atomic_load(&program_reads), r0 + 1);
+}
+
+static int (*runtime_clock)(clockid_t, struct timespec *);
+static __thread long precise_reads;
+
+static int counting_clock(clockid_t c, struct timespec *ts)
+{
     if (c == CLOCK_MONOTONIC)
         precise_reads++;
-    if (real_clock_gettime)
-        return real_clock_gettime(c, ts);
-    return (int)syscall(SYS_clock_gettime, c, ts);
+    return runtime_clock(c, ts);
 }
 
 #define FAR_ROUNDS 10000
@@ -1505,9 +1534,12 @@ static void test_far_timer_costs_no_precise_clock_read(void **state)
     memset(&far, 0, sizeof far);
     far.ping = mkchan(sizeof(long), 0);
     far.pong = mkchan(sizeof(long), 0);
+    runtime_clock = atomic_load(&gmp__clock_gettime);
+    atomic_store(&gmp__clock_gettime, counting_clock);
     assert_int_equal(gmp_go(far_main, NULL), 0);
     assert_int_equal(h_wait(&far.done, 1), 0);
     assert_int_equal(h_wait_quiet(), 0);
+    atomic_store(&gmp__clock_gettime, runtime_clock);
     assert_true(far.interposed);
     if (far.reads_locked > FAR_READS_MAX ||
         far.reads_pingpong > FAR_READS_MAX)
@@ -1604,12 +1636,18 @@ int main(void)
         cmocka_unit_test(test_cond_broadcast_mixed_timed_and_untimed),
         cmocka_unit_test(test_coarse_check_never_ahead),
 #if !H_SANITIZED
-        cmocka_unit_test(test_far_timer_costs_no_precise_clock_read),
+        cmocka_unit_test(test_runtime_clock_is_not_the_programs),
 #endif
     };
     const struct CMUnitTest nopreempt[] = {
         cmocka_unit_test(test_sleep_fires_while_a_p_never_schedules),
     };
+#if !H_SANITIZED
+    /* Asynchronous preemption off: see the test. */
+    const struct CMUnitTest reads[] = {
+        cmocka_unit_test(test_far_timer_costs_no_precise_clock_read),
+    };
+#endif
     /* The forking tests first, while no runtime runs in this process. */
     return cmocka_run_group_tests_name("timer fork", fork, NULL, NULL)
          + cmocka_run_group_tests_name("timer no runtime", none, NULL, NULL)
@@ -1619,5 +1657,14 @@ int main(void)
          + cmocka_run_group_tests_name("timer procs=2, async_preempt_off",
                                        nopreempt, h_up_nopreempt_2, h_down)
          + cmocka_run_group_tests_name("timer procs=4, async_preempt_off",
-                                       nopreempt, h_up_nopreempt_4, h_down);
+                                       nopreempt, h_up_nopreempt_4, h_down)
+#if !H_SANITIZED
+         + cmocka_run_group_tests_name("timer reads procs=1, no async",
+                                       reads, h_up_nopreempt_1, h_down)
+         + cmocka_run_group_tests_name("timer reads procs=2, no async",
+                                       reads, h_up_nopreempt_2, h_down)
+         + cmocka_run_group_tests_name("timer reads procs=4, no async",
+                                       reads, h_up_nopreempt_4, h_down)
+#endif
+        ;
 }
