@@ -4,7 +4,8 @@
 # defined in docs/BENCHMARKS.md (summarised in bench/README.md) and prints a
 # markdown table of medians with the ratio gmprt / peer.
 #
-# Usage: bench/run.sh [-r RUNS] [-b BUILD_DIR] [-a aarch64] [-n] [case ...]
+# Usage: bench/run.sh [-r RUNS] [-b BUILD_DIR] [-a aarch64] [-n] [-P PROG]
+#                     [case ...]
 #   -r RUNS       runs per program, case and procs setting (default 5)
 #   -b BUILD_DIR  CMake build directory (default build-bench, or
 #                 build-bench-aarch64 with -a; relative to the repository
@@ -18,9 +19,14 @@
 #   -n            build nothing: time the programs an earlier run left in
 #                 BUILD_DIR (for a machine with no compilers, given a copy
 #                 of that directory); a missing one gets '-' as usual
+#   -P PROG       the peer column is PROG, another gmprt-bench, for every
+#                 case, instead of Go and Boost: e.g. a build configured
+#                 with -DGMP_EXECTRACE=OFF, to see what the tracer's hooks
+#                 cost while off (bench/README.md). http's net/http rows
+#                 and the trace case are then left out.
 #   case ...      default: switch yield spawn skynet pingpong chan mpmc
 #                 steal mutex timers idle syscall pool spawnwork echo http
-#                 latency
+#                 latency trace
 #
 # Programs, all run as `<prog> <name> <procs|all> [port]`:
 #   gmprt  $BUILD_DIR/bench/gmprt-bench (CMake, Release)
@@ -40,6 +46,11 @@
 # as `bench=http ... unit=req/s` and `unit=us_p99` lines into the raw
 # output, and the table has a row per connection count and unit for each
 # Go server.
+# `trace` times the execution tracers: pingpong, chan and spawn, each run
+# with tracing off and on (GMP_TRACE=/dev/null for gmprt, BENCH_TRACE=
+# /dev/null for the Go peer's runtime/trace), the four alternated; rows
+# "<case>, traced" and a row "trace cost" of traced/untraced per program,
+# whose gmprt/Go says how gmprt's tracer costs against Go's.
 # Before each case, $BUILD_DIR/bench/gmprt-xcore (CMake, libc and pthreads,
 # no gmprt) times one cache line's round trip between two CPUs; the figures
 # are printed under the table (not under emulation): on a VM they move when
@@ -58,7 +69,8 @@
 set -u
 
 usage() {
-    echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-a aarch64] [-n] [case ...]" >&2
+    echo "usage: $0 [-r RUNS] [-b BUILD_DIR] [-a aarch64] [-n] [-P PROG]" \
+         "[case ...]" >&2
     exit 2
 }
 
@@ -66,12 +78,14 @@ RUNS=5
 BUILD_DIR=
 ARCH=
 NOBUILD=
-while getopts "r:b:a:nh" opt; do
+PEER_PROG=
+while getopts "r:b:a:nP:h" opt; do
     case $opt in
     r) RUNS=$OPTARG ;;
     b) BUILD_DIR=$OPTARG ;;
     a) ARCH=$OPTARG ;;
     n) NOBUILD=1 ;;
+    P) PEER_PROG=$OPTARG ;;
     *) usage ;;
     esac
 done
@@ -85,7 +99,7 @@ shift $((OPTIND - 1))
 CASES=("$@")
 [ ${#CASES[@]} -gt 0 ] ||
     CASES=(switch yield spawn skynet pingpong chan mpmc steal mutex timers
-           idle syscall pool spawnwork echo http latency)
+           idle syscall pool spawnwork echo http latency trace)
 TIMEOUT=${BENCH_TIMEOUT:-600}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -198,13 +212,23 @@ else
     [ -x "$BOOST_BIN" ] || BOOST_BIN=
 fi
 
+PEER_NAME=Go
+if [ -n "$PEER_PROG" ]; then
+    case $PEER_PROG in /*) ;; *) PEER_PROG=$ROOT/$PEER_PROG ;; esac
+    [ -x "$PEER_PROG" ] || { echo "run.sh: -P: no program $PEER_PROG" >&2; exit 1; }
+    GO_BIN=$PEER_PROG
+    BOOST_BIN=$PEER_PROG
+    PEER_NAME=peer
+    note "peer column: $PEER_PROG"
+fi
+
 # ---- what each case runs ----------------------------------------------
 
 # procs settings per case (BENCHMARKS.md's table).
 procs_for() {
     case $1 in
     switch | yield | syscall) echo 1 ;;
-    spawn | pingpong | chan | steal | latency) echo 1 all ;;
+    spawn | pingpong | chan | steal | latency | trace*) echo 1 all ;;
     skynet | mpmc | mutex | timers | idle | pool | spawnwork | echo) echo all ;;
     http | http-c*) echo all ;;
     esac
@@ -228,8 +252,12 @@ units_for() {
     latency) echo sleep_us_p50 sleep_us_p99 ping_us_p50 ping_us_p99 \
                   hog_steps/s ;;
     http-c*) echo req/s us_p99 ;;
+    trace-*) local c=${1#trace-}; units_for "${c%-on}" ;;
     esac
 }
+
+# The cases whose tracer cost `trace` times.
+TRACED_CASES="pingpong chan spawn"
 
 # ---- runs --------------------------------------------------------------
 
@@ -247,15 +275,18 @@ if command -v timeout >/dev/null; then
     SERVER_TIMEOUT_CMD=(timeout -k 10 "$TIMEOUT")
 fi
 
-# run_one RT PROG CASE PROCS: one process; its lines go to $RESULTS.
+# run_one RT PROG CASE PROCS [KEY]: one process, with $RUN_ENV (one
+# NAME=VALUE, or empty) in its environment; its lines go to $RESULTS
+# under KEY (default CASE).
+RUN_ENV=
 run_one() {
-    local rt=$1 prog=$2 name=$3 procs=$4 out rc
-    out=$(${TIMEOUT_CMD[@]+"${TIMEOUT_CMD[@]}"} ${EMU[@]+"${EMU[@]}"} \
-          "$prog" "$name" "$procs" 2>"$OUT/stderr.txt")
+    local rt=$1 prog=$2 name=$3 procs=$4 key=${5:-$3} out rc
+    out=$(env $RUN_ENV ${TIMEOUT_CMD[@]+"${TIMEOUT_CMD[@]}"} \
+          ${EMU[@]+"${EMU[@]}"} "$prog" "$name" "$procs" 2>"$OUT/stderr.txt")
     rc=$?
-    printf '# %s %s %s rc=%d\n%s\n' "$rt" "$name" "$procs" "$rc" "$out" \
-        >>"$RAW"
-    record "$rt" "$name" "$procs" "$rc" "$out"
+    printf '# %s %s %s %s rc=%d\n%s\n' "$rt" "$name" "$procs" "$RUN_ENV" \
+        "$rc" "$out" >>"$RAW"
+    record "$rt" "$name" "$procs" "$rc" "$out" "$key"
 }
 
 # The echo server being driven, for the exit trap.
@@ -471,8 +502,31 @@ for name in "${CASES[@]}"; do
             for ((i = 1; i <= RUNS; i++)); do
                 [ -n "$GMPRT" ] && run_http gmprt "$GMPRT" http all "$conns"
                 [ -n "$GO_BIN" ] && run_http peer "$GO_BIN" http all "$conns"
-                [ -n "$GO_BIN" ] &&
+                [ -n "$GO_BIN" ] && [ -z "$PEER_PROG" ] &&
                     run_http nethttp "$GO_BIN" http-nethttp all "$conns"
+            done
+        done
+        continue
+    fi
+    if [ "$name" = trace ]; then
+        if [ -n "$PEER_PROG" ]; then
+            note "trace: left out with -P"
+            continue
+        fi
+        for c in $TRACED_CASES; do
+            RUN_CASES+=("trace-$c" "trace-$c-on")
+            for procs in $(procs_for "$c"); do
+                note "trace: $c procs=$procs: $RUNS runs each, off and on"
+                for ((i = 1; i <= RUNS; i++)); do
+                    [ -n "$GMPRT" ] &&
+                        run_one gmprt "$GMPRT" "$c" "$procs" "trace-$c"
+                    [ -n "$GMPRT" ] && RUN_ENV=GMP_TRACE=/dev/null \
+                        run_one gmprt "$GMPRT" "$c" "$procs" "trace-$c-on"
+                    [ -n "$GO_BIN" ] &&
+                        run_one peer "$GO_BIN" "$c" "$procs" "trace-$c"
+                    [ -n "$GO_BIN" ] && RUN_ENV=BENCH_TRACE=/dev/null \
+                        run_one peer "$GO_BIN" "$c" "$procs" "trace-$c-on"
+                done
             done
         done
         continue
@@ -559,15 +613,22 @@ echo
 echo "Medians of $RUNS runs; $(nproc) CPUs${cpu:+ ($cpu)};" \
      "$(uname -sm)${gover:+; $gover}."
 [ -n "$ARCH" ] && echo "Built for $ARCH and run under ${EMU[0]}: not a speed figure."
-echo "gmprt/Go below 1 means gmprt is faster or smaller, except for speedup," \
-     "roundtrips/s, req/s and hog_steps/s, where above 1 means gmprt does better."
+[ -n "$PEER_PROG" ] && echo "Peer column: $PEER_PROG."
+echo "gmprt/$PEER_NAME below 1 means gmprt is faster or smaller, except for" \
+     "speedup, roundtrips/s, req/s and hog_steps/s, where above 1 means" \
+     "gmprt does better."
 echo
-echo "| case | procs | unit | gmprt | Go | gmprt/Go |"
+echo "| case | procs | unit | gmprt | $PEER_NAME | gmprt/$PEER_NAME |"
 echo "|---|---|---|---|---|---|"
 for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
     label=$name
-    [ "$name" = switch ] && label="switch (Go column: Boost.Context)"
-    case $name in http-c*) label="http -c${name#http-c}" ;; esac
+    [ "$name" = switch ] && [ -z "$PEER_PROG" ] &&
+        label="switch (Go column: Boost.Context)"
+    case $name in
+    http-c*) label="http -c${name#http-c}" ;;
+    trace-*-on) label="${name#trace-}"; label="${label%-on}, traced" ;;
+    trace-*) label="${name#trace-}, untraced" ;;
+    esac
     # Expected units first, then any other unit a program printed.
     units=$(units_for "$name")
     extra=$(awk -v c="$name" '$2 == c { print $4 }' "$RESULTS" | awk '!s[$0]++')
@@ -581,6 +642,7 @@ for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
             echo "| $label | $(procs_label "$name" "$procs") | $u |" \
                  "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
             case $name in http-c*)
+                [ -n "$PEER_PROG" ] && continue
                 # The second Go server: net/http.
                 p=$(median nethttp "$name" "$procs" "$u")
                 echo "| $label (Go column: net/http) |" \
@@ -596,6 +658,21 @@ for name in ${RUN_CASES[@]+"${RUN_CASES[@]}"}; do
         echo "| steal | 1 / $(procs_label steal all) | speedup |" \
              "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
     fi
+    case $name in trace-*-on)
+        # The tracer's cost: traced / untraced, per program.
+        base=${name%-on}
+        for procs in $(procs_for "$name"); do
+            for u in $(units_for "$name"); do
+                g=$(div "$(median gmprt "$name" "$procs" "$u")" \
+                        "$(median gmprt "$base" "$procs" "$u")")
+                p=$(div "$(median peer "$name" "$procs" "$u")" \
+                        "$(median peer "$base" "$procs" "$u")")
+                echo "| ${base#trace-}, trace cost |" \
+                     "$(procs_label "$name" "$procs") | traced/untraced |" \
+                     "$(fmt "$g") | $(fmt "$p") | $(fmt "$(div "$g" "$p")") |"
+            done
+        done
+    esac
     if [ "$name" = pool ] || [ "$name" = spawnwork ]; then
         # The runtime's own cost: median ms minus the tasks' floor (below
         # the table), the same floor for both.

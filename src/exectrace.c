@@ -982,6 +982,10 @@ static int finish_locked(void)
  * with lk held and *sp the runtime, else the error with lk free. */
 static int begin_start(struct schedt **sp)
 {
+#ifdef GMP_NO_EXECTRACE
+    (void)sp;
+    return GMP_EPERM;               /* compiled out: exectrace.h */
+#endif
     gmp_mutex_lock(&T.lk);
     if (T.active) {
         gmp_mutex_unlock(&T.lk);

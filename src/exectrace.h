@@ -56,11 +56,18 @@ GMP_HIDDEN void gmp__trace_env(struct schedt *s);
  * the process ends after it. Context: sysmon, or a fatal report. */
 GMP_HIDDEN void gmp__flightrec_report(bool quiet, bool dying);
 
+/* Built with -DGMP_EXECTRACE=OFF (CMake; GMP_NO_EXECTRACE here), every
+ * hook compiles to nothing and no trace starts: the build that bench/'s
+ * trace-off comparison measures the hooks' cost against. */
 static inline bool gmp__trace_on(void)
 {
+#ifdef GMP_NO_EXECTRACE
+    return false;
+#else
     /* Relaxed: see gmp__tracing. */
     return GMP_UNLIKELY(atomic_load_explicit(&gmp__tracing,
                                              memory_order_relaxed));
+#endif
 }
 
 #define GMP_TRACE_EV(pp, ev, a, b)                                         \

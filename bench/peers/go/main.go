@@ -20,6 +20,10 @@
 // the external load client (bench/echo_client.c) prints the result. http
 // and http-nethttp (the same server on net/http) are servers in the same
 // way, loaded by wrk; bench/run.sh prints the result.
+//
+// With BENCH_TRACE=<path> in the environment, Go's execution tracer
+// (runtime/trace) records the whole run into that file: bench/run.sh's
+// trace case sets it, and GMP_TRACE for gmprt, to time both tracers.
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -185,8 +190,32 @@ func main() {
 	}
 	runtime.GOMAXPROCS(procs)
 	curName = name
-	if err := run(procs); err != nil {
+	stopTrace := startTrace()
+	err := run(procs)
+	stopTrace()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "gmprtbench: %s: %v\n", name, err)
 		os.Exit(1)
+	}
+}
+
+// startTrace starts runtime/trace into $BENCH_TRACE when it is set;
+// the function it returns stops it and closes the file.
+func startTrace() func() {
+	path := os.Getenv("BENCH_TRACE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = trace.Start(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gmprtbench: BENCH_TRACE: %v\n", err)
+		os.Exit(1)
+	}
+	return func() {
+		trace.Stop()
+		f.Close()
 	}
 }
