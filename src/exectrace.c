@@ -722,16 +722,42 @@ static void sh_apply_buf(struct shadow *sh, const struct tbuf *b,
         sh_apply(sh, d.pid, e.ev, e.ts, e.a);
 }
 
-/* Moves the writers' queue onto the ring, and (trim) drops the ring's
- * oldest buffers into SH until it holds ringmax. Context: the writer
- * thread or a dump; takes qlock and rlock; trim may allocate. */
-static void absorb_q(bool trim)
+/* Takes l; bounded (a report on a dying process, maybe from a signal
+ * handler that interrupted l's holder on this very thread): only if it
+ * comes free within about a second, else false. */
+static bool take(struct gmp__mutex *l, bool bounded)
 {
-    gmp__lock(&T.qlock);
+    if (!bounded) {
+        gmp__lock(l);
+        return true;
+    }
+    for (int i = 0; i < 1000; i++) {
+        uint32_t z = GMP_MUTEX_UNLOCKED;
+        /* Acquire: as in gmp__lock. */
+        if (atomic_compare_exchange_strong_explicit(
+                &l->key, &z, GMP_MUTEX_LOCKED, memory_order_acquire,
+                memory_order_relaxed))
+            return true;
+        struct timespec ms = {0, 1000000};
+        GMP_LIBC(nanosleep)(&ms, NULL);
+    }
+    return false;
+}
+
+/* Moves the writers' queue onto the ring, and (unless dying) drops the
+ * ring's oldest buffers into SH until it holds ringmax. Context: the
+ * writer thread or a report; takes qlock and rlock (bounded, dying);
+ * false if it could not. Allocates only when not dying. */
+static bool absorb_q(bool dying)
+{
+    bool trim = !dying;
+    if (!take(&T.qlock, dying))
+        return false;
     struct tbuf *q = T.qhead;
     T.qhead = T.qtail = NULL;
     gmp__unlock(&T.qlock);
-    gmp__lock(&T.rlock);
+    if (!take(&T.rlock, dying))
+        return false;
     while (q) {
         struct tbuf *next = q->next;
         q->next = NULL;
@@ -786,11 +812,12 @@ static void absorb_q(bool trim)
         }
         gmp__unlock(&T.qlock);
     }
+    return true;
 }
 
 static void absorb(void)
 {
-    absorb_q(true);
+    absorb_q(false);
 }
 
 /* ---- The writer --------------------------------------------------------- */
@@ -1250,7 +1277,8 @@ void gmp__flightrec_report(bool quiet, bool dying)
     /* Relaxed: a hint; ring and frpath are settled under rlock. */
     if (!gmp__trace_on())
         return;
-    gmp__lock(&T.rlock);
+    if (!take(&T.rlock, dying))
+        goto held;
     bool on = T.ring && T.frpath && strlen(T.frpath) < sizeof path;
     if (on)
         strcpy(path, T.frpath);
@@ -1260,8 +1288,10 @@ void gmp__flightrec_report(bool quiet, bool dying)
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return;
-    absorb_q(!dying);
-    gmp__lock(&T.rlock);
+    if (!absorb_q(dying) || !take(&T.rlock, dying)) {
+        GMP_LIBC(close)(fd);
+        goto held;
+    }
     int err = T.ring ? fr_write_locked(fd, (quiet ? FR_STILL : 0) |
                                                (dying ? FR_LIVE : 0))
                      : GMP_EPERM;
@@ -1271,6 +1301,10 @@ void gmp__flightrec_report(bool quiet, bool dying)
                         : "gmprt: flight recorder written to ");
     gmp__fatal_puts(path);
     gmp__fatal_puts("\n");
+    return;
+held:
+    gmp__fatal_puts("gmprt: flight recorder: not written, its lock is held "
+                    "(by the code this report interrupted?)\n");
 }
 
 /* GMP_FLIGHTREC=path [GMP_FLIGHTREC_SIZE=bytes]: a flight recorder for

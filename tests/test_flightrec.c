@@ -317,6 +317,46 @@ static void test_flightrec_written_by_stall_report(void **state)
     check_report(" GoStart ");
 }
 
+static void fr_quit_main(void *arg)
+{
+    (void)arg;
+    struct pair pr = {{gmp_chan_make(sizeof(int), 0),
+                       gmp_chan_make(sizeof(int), 0)}, 0};
+    gmp_go(ponger, &pr);
+    for (int i = 0; i < ROUNDS; i++) {
+        int v = i;
+        gmp_chan_send(pr.ch[0], &v);
+        gmp_chan_recv(pr.ch[1], &v);
+    }
+    raise(SIGQUIT);                 /* this thread: its handler exits 2 */
+}
+
+static void fr_quit_child(void *arg)
+{
+    (void)arg;
+    setenv("GMP_FLIGHTREC", rep_path, 1);
+    setenv("GMP_FLIGHTREC_SIZE", "262144", 1);
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = 2;
+    cfg.dump_on_sigquit = 1;
+    _exit(gmp_main(fr_quit_main, NULL, &cfg) == 0 ? 0 : 10);
+}
+
+/* The SIGQUIT dump writes the window from inside the signal handler,
+ * while the world runs: it parses, with the round trips before it. */
+static void test_flightrec_written_by_sigquit_dump(void **state)
+{
+    (void)state;
+    snprintf(rep_path, sizeof rep_path, "/tmp/gmprt-frq-%d", (int)getpid());
+    struct h_child res;
+    assert_int_equal(h_fork(fr_quit_child, NULL, &res), 0);
+    h_child_exited(&res, 2, 2);
+    assert_non_null(strstr(res.err, "SIGQUIT: goroutine dump"));
+    assert_non_null(strstr(res.err, "flight recorder written to"));
+    check_report(" GoBlockRecv ");
+}
+
 int main(void)
 {
     h_need_go();
@@ -326,6 +366,7 @@ int main(void)
     const struct CMUnitTest none[] = {
         cmocka_unit_test(test_flightrec_written_by_deadlock_report),
         cmocka_unit_test(test_flightrec_written_by_stall_report),
+        cmocka_unit_test(test_flightrec_written_by_sigquit_dump),
     };
     return cmocka_run_group_tests_name("flightrec reports", none, NULL, NULL)
          + cmocka_run_group_tests_name("flightrec procs=1", t, h_up_1, h_down)
