@@ -911,8 +911,9 @@ GMP_EXTERN int gmp_start_world(void);
  * trace into path when the runtime starts, ending when it stops.
  * Returns 0; GMP_EBADF (fd negative); GMP_EBUSY (a trace is recording);
  * GMP_EPERM (no runtime, or one stopping, or a caller gmp_stop_world
- * refuses); GMP_ENOMEM; or the error of writing the trace's header.
- * Context: a goroutine, or a plain thread.
+ * refuses, or a library built with -DGMP_EXECTRACE=OFF, which has no
+ * tracer nor flight recorder); GMP_ENOMEM; or the error of writing the
+ * trace's header. Context: a goroutine, or a plain thread.
  */
 GMP_EXTERN int gmp_trace_start(int fd);
 
