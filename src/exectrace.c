@@ -104,8 +104,10 @@
  * after qlock is released (absorb), never inside it.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,9 +305,74 @@ static void out_stack(struct frout *o, uint64_t id, uint64_t pc,
     out(o, buf, (size_t)(p - buf));
 }
 
+/* The name of the function at a in di's object, from the file's own
+ * symbol table (.symtab), which holds the static functions dladdr cannot
+ * name (it reads only the dynamic symbols); into buf (n bytes). False
+ * when the file has no such table (stripped) or no function starts at a.
+ * Reads the file with pread, in blocks: no allocation, no mapping. */
+static bool symtab_name(const Dl_info *di, uintptr_t a, char *buf, size_t n)
+{
+    if (!di->dli_fname || n < 2)
+        return false;
+    /* The main program's dli_fname may be "" (then its file is
+     * /proc/self/exe) or argv[0], relative (then the cwd must not have
+     * changed: else no name). */
+    int fd = open(*di->dli_fname ? di->dli_fname : "/proc/self/exe",
+                  O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    bool found = false;
+    ElfW(Ehdr) eh;
+    ElfW(Shdr) sh, strsh;
+    if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_shentsize != sizeof sh)
+        goto out;
+    /* Symbol values are addresses in the file's own layout: for a
+     * position-independent object, offsets from where it is loaded,
+     * dli_fbase (its first segment's address, which the linker puts at
+     * 0); for a position-dependent program, the addresses themselves. */
+    uintptr_t want = eh.e_type == ET_EXEC ? a : a - (uintptr_t)di->dli_fbase;
+    for (unsigned i = 0; i < eh.e_shnum && !found; i++) {
+        if (pread(fd, &sh, sizeof sh, (off_t)(eh.e_shoff + i * sizeof sh)) !=
+                (ssize_t)sizeof sh ||
+            sh.sh_type != SHT_SYMTAB || sh.sh_entsize != sizeof(ElfW(Sym)) ||
+            pread(fd, &strsh, sizeof strsh,
+                  (off_t)(eh.e_shoff + sh.sh_link * sizeof strsh)) !=
+                (ssize_t)sizeof strsh)
+            continue;
+        ElfW(Sym) blk[128];
+        size_t nsym = sh.sh_size / sizeof *blk;
+        for (size_t j = 0; j < nsym && !found; j += 128) {
+            size_t k = nsym - j < 128 ? nsym - j : 128;
+            if (pread(fd, blk, k * sizeof *blk,
+                      (off_t)(sh.sh_offset + j * sizeof *blk)) !=
+                (ssize_t)(k * sizeof *blk))
+                break;
+            for (size_t m = 0; m < k; m++) {
+                if (ELF64_ST_TYPE(blk[m].st_info) != STT_FUNC ||
+                    blk[m].st_value != want || blk[m].st_name == 0 ||
+                    blk[m].st_name >= strsh.sh_size)
+                    continue;
+                ssize_t got = pread(fd, buf, n - 1,
+                                    (off_t)(strsh.sh_offset + blk[m].st_name));
+                if (got > 0) {
+                    buf[got] = 0;
+                    found = buf[0] != 0;
+                }
+                break;
+            }
+        }
+    }
+out:
+    close(fd);
+    return found;
+}
+
 /* The stack table of stack_of: STK_UNKNOWN and every start function
- * seen, named by dladdr, or by address where dladdr may not be called
- * (live: in a signal handler) or knows no symbol. */
+ * seen, named by dladdr, or by its object's symbol table for a static
+ * function, or by address where neither may be read (live: in a signal
+ * handler) or knows the function. */
 static void stacks_out(struct frout *o, bool live)
 {
     out_string(o, 1, "?");
@@ -324,10 +391,13 @@ static void stacks_out(struct frout *o, bool live)
         *--h = 'x';
         *--h = '0';
         const char *fn = h, *file = "?";
+        char name[256];
         Dl_info di;
         if (!live && dladdr((void *)a, &di)) {
             if (di.dli_sname && di.dli_saddr == (void *)a)
                 fn = di.dli_sname;
+            else if (symtab_name(&di, a, name, sizeof name))
+                fn = name;
             if (di.dli_fname)
                 file = di.dli_fname;
         }

@@ -14,6 +14,8 @@
  */
 #include "harness.h"
 
+#include <sys/stat.h>
+
 #include <sys/socket.h>
 
 static _Atomic int spin_stop;
@@ -221,6 +223,20 @@ static void test_trace_parses_with_every_kind(void **state)
     }
     assert_true(leaves >= 50);
     free(out);
+    /* And the stack table names it, though it is static (no dynamic
+     * symbol for dladdr): the trace's EvString holds its length, 4, and
+     * the name. */
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    char *raw = malloc((size_t)st.st_size);
+    FILE *tf = fopen(path, "rb");
+    assert_non_null(raw);
+    assert_non_null(tf);
+    size_t len = fread(raw, 1, (size_t)st.st_size, tf);
+    fclose(tf);
+    assert_int_equal(len, (size_t)st.st_size);
+    assert_non_null(memmem(raw, len, "\x04leaf", 5));
+    free(raw);
     unlink(path);
 }
 
