@@ -214,7 +214,7 @@ static int nargs(int ev, bool *stack)
  * full table). The addresses go into a set, insert-only, lock-free,
  * shared by every trace of the process; the EvStack and EvString
  * entries are written after the events (stacks_out), symbolised with
- * dladdr. */
+ * dladdr or the object's own symbol table (symtab_name). */
 #define STK_UNKNOWN 1
 #define FNSET_SIZE  4096            /* a power of two */
 
