@@ -56,7 +56,7 @@ struct sudog *gmp__waitq_dequeue(struct waitq *q)
              * for the losers' records, by the channel locks the select
              * takes again. */
             if (!atomic_compare_exchange_strong_explicit(
-                    &sg->w->selectdone, &zero, 1, memory_order_relaxed,
+                    &sg->w->claimed, &zero, 1, memory_order_relaxed,
                     memory_order_relaxed))
                 continue;
         }

@@ -14,7 +14,7 @@
  * caller's mutex, or by whatever made the signaller decide) finds the
  * waiter linked, and cannot wake it before it has parked. A signal pops
  * waiters from the head and wakes the first it can claim: every waiter's
- * wctx has a claim flag (selectdone) that the signaller and the waiter's
+ * wctx has a claim flag (gmp__wctx_claim) that the signaller and the waiter's
  * deadline race for; a waiter whose deadline won is skipped, and unlinks
  * itself (if still linked) under the lock once it runs.
  *
@@ -46,14 +46,6 @@ static bool unlock_list(struct g *gp, void *lock)
     (void)gp;
     gmp__unlock(lock);
     return true;
-}
-
-static bool claim(struct gmp__wctx *w)
-{
-    uint32_t zero = 0;
-    /* Acq_rel: the winner alone wakes the waiter (park.h). */
-    return atomic_compare_exchange_strong_explicit(
-        &w->selectdone, &zero, 1, memory_order_acq_rel, memory_order_relaxed);
 }
 
 /* Pops the head. Context: holds cv->lock, the list is not empty. */
@@ -166,7 +158,7 @@ void gmp_cond_signal(gmp_cond_t *p)
      * it unlinks nothing then (it is already off the list). */
     while (atomic_load_explicit(&cv->head, memory_order_relaxed)) {
         struct sudog *s = pop(cv);
-        if (claim(s->w)) {
+        if (gmp__wctx_claim(s->w)) {
             w = s->w;
             break;
         }
@@ -189,7 +181,7 @@ void gmp_cond_broadcast(gmp_cond_t *p)
     /* Relaxed: under the lock. */
     while (atomic_load_explicit(&cv->head, memory_order_relaxed)) {
         struct sudog *s = pop(cv);
-        if (!claim(s->w))
+        if (!gmp__wctx_claim(s->w))
             continue;
         if (last)
             last->next = s;

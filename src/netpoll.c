@@ -29,7 +29,7 @@
  * event, so the waiter retries under the new one), and its deadline's
  * timer (which runs under a timer lock and must not take the
  * descriptor's). They race through the waiter's claim flag (the wctx's
- * selectdone): the one whose CAS wins sets why and wakes it; the others
+ * claimed, gmp__wctx_claim): the one whose CAS wins sets why and wakes it; the others
  * do nothing. The waiter unlinks itself under the lock after it wakes,
  * and deletes its timer, before its record (on its stack) goes away; a
  * waker touches the record only under the lock or after winning the
@@ -75,7 +75,7 @@ static _Atomic int no_pwait2;
 enum { WHY_NONE, WHY_READY, WHY_CLOSED, WHY_TIMEOUT };
 
 struct fdwait {
-    struct gmp__wctx   w;           /* selectdone: the claim flag */
+    struct gmp__wctx   w;           /* claimed: the claim flag */
     struct gmp__timer  t;           /* the deadline (goroutines) */
     struct gmp__pd    *pd;
     struct schedt     *s;
@@ -190,16 +190,6 @@ static int epwait(struct schedt *s, struct epoll_event *ev, int n,
 
 /* ---- Waking waiters --------------------------------------------------------- */
 
-static bool claim(struct fdwait *fw)
-{
-    uint32_t zero = 0;
-    /* Acq_rel: the winner's writes to the record (why) and the waiter's
-     * earlier ones are ordered with the wake-up; see the file comment. */
-    return atomic_compare_exchange_strong_explicit(
-        &fw->w.selectdone, &zero, 1, memory_order_acq_rel,
-        memory_order_relaxed);
-}
-
 /* Relaxed, both: a count for findrunnable's hint; the lists themselves
  * are under pd->lock. */
 static void waiters_add(struct schedt *s, int d)
@@ -247,7 +237,7 @@ static void take_waiters(struct gmp__pd *pd, int modes, int why,
         struct fdwait *fw;
         while ((fw = d == PD_R ? pd->rq : pd->wq)) {
             unlink_waiter(pd, fw);
-            if (claim(fw)) {
+            if (gmp__wctx_claim(&fw->w)) {
                 fw->why = why;
                 fw->wakenext = *wake;
                 *wake = fw;
@@ -490,7 +480,7 @@ void gmp__pd_exit(struct gmp__pd *pd)
 static void fd_timeout(struct gmp__timer *t)
 {
     struct fdwait *fw = t->arg;
-    if (claim(fw)) {
+    if (gmp__wctx_claim(&fw->w)) {
         fw->why = WHY_TIMEOUT;
         gmp__goready(fw->w.gp);     /* the last touch: fw may go now */
     }
@@ -595,7 +585,7 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
                 gmp__notesleep(&fw.w.note);
             }
             if (!woken) {
-                if (claim(&fw))
+                if (gmp__wctx_claim(&fw.w))
                     fw.why = WHY_TIMEOUT;
                 else
                     gmp__notesleep(&fw.w.note);  /* a waker owns us */

@@ -42,9 +42,10 @@ struct gmp__wctx {
     struct g         *gp;           /* NULL: a plain thread */
     struct gmp__note  note;         /* the thread sleeps here */
     /* select, timed waits, fd waits: 0 while the waiter may be woken by
-     * any of several parties; the first to CAS it to 1 owns the wake-up,
-     * the others leave the waiter alone. See select.c, netpoll.c. */
-    _Atomic uint32_t  selectdone;
+     * any of several parties; the first to CAS it to 1 (gmp__wctx_claim)
+     * owns the wake-up, the others leave the waiter alone. See select.c,
+     * netpoll.c. */
+    _Atomic uint32_t  claimed;
     struct sudog     *param;        /* the record that fired (select) */
 };
 
@@ -71,8 +72,23 @@ static inline void gmp__wctx_init(struct gmp__wctx *w)
     w->gp = mp && mp->curg && mp->p ? mp->curg : NULL;
     gmp__noteclear(&w->note);
     /* Relaxed: nobody sees w before it is queued under a lock. */
-    atomic_store_explicit(&w->selectdone, 0, memory_order_relaxed);
+    atomic_store_explicit(&w->claimed, 0, memory_order_relaxed);
     w->param = NULL;
+}
+
+/* Claims the wake-up of w's waiter against every other party that may
+ * wake it (wakers, its deadline's timer): true for exactly one caller,
+ * which alone then wakes it; the others leave it alone. Acq_rel: the
+ * winner's writes to the waiter's record (why it woke) and what the
+ * losers wrote before their CAS are ordered with the wake-up; pairs with
+ * the other claimants' CAS on the same flag. (A channel waker of a select
+ * claims with a relaxed CAS instead: gmp__waitq_dequeue says why.)
+ * Context: any. */
+static inline bool gmp__wctx_claim(struct gmp__wctx *w)
+{
+    uint32_t zero = 0;
+    return atomic_compare_exchange_strong_explicit(
+        &w->claimed, &zero, 1, memory_order_acq_rel, memory_order_relaxed);
 }
 
 /* Blocks the caller of w until gmp__wctx_ready(w): a G parks, with
@@ -84,7 +100,7 @@ GMP_HIDDEN void gmp__wctx_block(struct gmp__wctx *w,
                                 void *lock, uint32_t reason);
 
 /* gmp__wctx_block with a deadline (absolute gmp_nanotime; 0: none).
- * Wakers of a waiter with a deadline must win w->selectdone (CAS 0 -> 1)
+ * Wakers of a waiter with a deadline must win gmp__wctx_claim(w)
  * before they wake it, as select's do. Returns true when woken, false
  * when the deadline won (the waiter is then still on its queue: the
  * caller unlinks it). unlockf must not fail. Context: as

@@ -599,16 +599,6 @@ static int64_t sat_add(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-/* Claims a timed waiter's wake-up against its deadline (park.h). */
-static bool claim(struct gmp__wctx *w)
-{
-    uint32_t zero = 0;
-    /* Acq_rel: the winner alone wakes the waiter; pairs with the timer's
-     * CAS on the same flag (timer.c). */
-    return atomic_compare_exchange_strong_explicit(
-        &w->selectdone, &zero, 1, memory_order_acq_rel, memory_order_relaxed);
-}
-
 static void purger(void *arg)
 {
     struct gmp_pool *p = arg;
@@ -807,7 +797,7 @@ int gmp_pool_release(gmp_pool_t *p)
         wl.waiters = wt;
     }
     if (p->purger_w) {
-        if (claim(p->purger_w))
+        if (gmp__wctx_claim(p->purger_w))
             wl.purger = p->purger_w;
         p->purger_w = NULL;
     }

@@ -12,13 +12,13 @@
  *      receive would (a waiting peer, the buffer, or closed).
  *   3. Nothing ready and polling: unlock, GMP_EAGAIN.
  *      With a positive timeout the wait in step 4 has a deadline: its
- *      timer competes with the wakers for the selectdone flag, and if it
+ *      timer competes with the wakers for the claimed flag, and if it
  *      wins, pass 3 unlinks every record and the select times out.
  *   4. Pass 2: queue one record per case on its channel, all naming one
  *      wctx, and park; the park's callback unlocks the channels (after
  *      the G is off its stack, so a waker cannot run it early).
  *   5. A waker (a peer operation, or close) dequeues one of the records.
- *      Several may find our records at once; the wctx's selectdone flag,
+ *      Several may find our records at once; the wctx's claimed flag,
  *      CAS 0 -> 1, elects exactly one of them, and the others skip our
  *      records (gmp__waitq_dequeue). The winner completes its case
  *      into/from the record and names it in wctx->param.

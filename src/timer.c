@@ -280,18 +280,10 @@ struct timedpark {
     bool               timedout;    /* the timer won the claim */
 };
 
-static bool claim(struct gmp__wctx *w)
-{
-    uint32_t zero = 0;
-    /* Acq_rel: the winner alone wakes the waiter; see park.h. */
-    return atomic_compare_exchange_strong_explicit(
-        &w->selectdone, &zero, 1, memory_order_acq_rel, memory_order_relaxed);
-}
-
 static void timedpark_fire(struct gmp__timer *t)
 {
     struct timedpark *tp = t->arg;
-    if (claim(tp->w)) {
+    if (gmp__wctx_claim(tp->w)) {
         tp->timedout = true;
         gmp__goready(tp->w->gp);    /* the last touch: tp may go now */
     }
@@ -343,7 +335,7 @@ bool gmp__wctx_block_until(struct gmp__wctx *w,
     int64_t left = deadline - gmp__nanotime();
     if (left > 0 && gmp__notetsleep(&w->note, left))
         return true;
-    if (claim(w))
+    if (gmp__wctx_claim(w))
         return false;
     gmp__notesleep(&w->note);       /* a waker won: it wakes us */
     return true;
