@@ -713,15 +713,22 @@ static inline int64_t gmp__nanotime(void)
                               + (n),                                        \
                           memory_order_relaxed)
 
-/* xorshift64*: per-M, no sharing. */
-static inline uint32_t gmp__fastrand(struct m *mp)
+/* xorshift64*: one step of the generator whose state is *state (never
+ * 0), which only the caller's thread uses. */
+static inline uint32_t gmp__fastrand_step(uint64_t *state)
 {
-    uint64_t x = mp->fastrand;
+    uint64_t x = *state;
     x ^= x >> 12;
     x ^= x << 25;
     x ^= x >> 27;
-    mp->fastrand = x;
+    *state = x;
     return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+/* The M's generator: per-M, no sharing. */
+static inline uint32_t gmp__fastrand(struct m *mp)
+{
+    return gmp__fastrand_step(&mp->fastrand);
 }
 
 /* One step of a spin-wait. x86: pause (tens to a hundred-odd cycles).

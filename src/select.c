@@ -51,14 +51,9 @@ static uint32_t fastrandn(uint32_t n)
     if (mp) {
         r = gmp__fastrand(mp);
     } else {
-        uint64_t x = tstate;
-        if (!x)
-            x = (uintptr_t)&tstate ^ (uint64_t)gmp__nanotime() ^ 1;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        tstate = x;
-        r = (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32);
+        if (!tstate)
+            tstate = (uintptr_t)&tstate ^ (uint64_t)gmp__nanotime() ^ 1;
+        r = gmp__fastrand_step(&tstate);
     }
     return (uint32_t)(((uint64_t)r * n) >> 32);
 }
