@@ -93,8 +93,7 @@ void gmp__checkdead(struct schedt *s)
         return;
     /* Relaxed, all: under sched.lock, with every M asleep. */
     s->deadcheck_retry = false;
-    if (!s->main_mode || atomic_load_explicit(&s->exiting,
-                                              memory_order_relaxed))
+    if (!s->main_mode || gmp__exiting(s))
         return;
     /* gmp_main has not made its main goroutine yet (a trace started
      * with the runtime stops and idles every M first), or it is on its

@@ -214,9 +214,9 @@ static inline int go(void (*fn)(void *), void *arg, size_t stksize)
         return GMP_EINVAL;
     struct m *mp = gmp__getm();
     struct schedt *s = cursched(mp);
-    /* Relaxed: see struct schedt. A spawn racing the stop may slip in;
-     * the exit protocol abandons or never runs it, as Go does. */
-    if (!s || atomic_load_explicit(&s->exiting, memory_order_relaxed))
+    /* A spawn racing the stop may slip in; the exit protocol abandons or
+     * never runs it, as Go does. */
+    if (!s || gmp__exiting(s))
         return GMP_EPERM;
     if (mp && mp->curg && mp->p) {
         struct p *pp = mp->p;

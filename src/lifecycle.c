@@ -538,11 +538,11 @@ int gmp_shutdown(void)
         return GMP_EPERM;           /* from a goroutine: it would wait on
                                        itself */
     GMP_LIBC(pthread_mutex_lock)(&lc_mu);
-    /* Relaxed, both: gmp__sched changes only under lc_mu, held here;
-     * exiting, see struct schedt (a runtime stopping on its own is
-     * refused either way: by this flag or by the state lc_mu guards). */
+    /* Relaxed: gmp__sched changes only under lc_mu, held here. A runtime
+     * stopping on its own is refused either way: by gmp__exiting or by
+     * the state lc_mu guards. */
     struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_relaxed);
-    if (!s || atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
+    if (!s || gmp__exiting(s) ||
         lc_stopping || s->main_mode) {
         GMP_LIBC(pthread_mutex_unlock)(&lc_mu);
         return GMP_EPERM;

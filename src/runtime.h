@@ -351,11 +351,12 @@ struct schedt {
     _Atomic int32_t nmspinning;
 
     /* Set once when the runtime stops (main returned or shutdown). Stored
-     * and loaded relaxed everywhere: a stop flag that publishes nothing.
-     * An M polls it at scheduling points; one asleep is woken after the
-     * store (the note's release/acquire makes it see the 1); what an
-     * exiting M needs next (allm, done, abandoned) is under sched.lock,
-     * and gmp_main's thread learns of main's end through main_done. */
+     * and loaded (gmp__exiting) relaxed everywhere: a stop flag that
+     * publishes nothing. An M polls it at scheduling points; one asleep
+     * is woken after the store (the note's release/acquire makes it see
+     * the 1); what an exiting M needs next (allm, done, abandoned) is
+     * under sched.lock, and gmp_main's thread learns of main's end
+     * through main_done. */
     GMP_ALIGNED _Atomic int exiting;
     /* The host's stop-the-world (sched.c, "Stopping the world"): set under
      * lock while a stop is wanted or held, read (relaxed) beside exiting
@@ -468,6 +469,14 @@ struct schedt {
     bool        stopper_done;       /* the stopping thread has left */
     _Atomic uint32_t exitgen;       /* bumped (release) by each exiting M */
 };
+
+/* Whether s is stopping (s->exiting set). Relaxed: a stop flag that
+ * publishes nothing; what a stopping M needs next comes under sched.lock
+ * or through a note (struct schedt). Context: any. */
+static inline bool gmp__exiting(struct schedt *s)
+{
+    return atomic_load_explicit(&s->exiting, memory_order_relaxed);
+}
 
 /* The running runtime. Written only by the lifecycle code, under its lock,
  * while no runtime thread exists; read everywhere. */

@@ -271,8 +271,7 @@ static enum startm_result startm(struct schedt *s, struct p *pp,
 {
     enum startm_result res = STARTM_FAILED;
     gmp__lock(&s->lock);
-    /* Relaxed: see struct schedt. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+    if (gmp__exiting(s))
         goto fail_locked;
     if (!pp && !(pp = pidleget(s))) {
         res = STARTM_NO_P;
@@ -313,9 +312,7 @@ static enum startm_result startm(struct schedt *s, struct p *pp,
         gmp__unlock(&s->lock);
         bool again = gmp__thread_retry(err, tries);
         gmp__lock(&s->lock);
-        /* Relaxed: see struct schedt. */
-        bool exiting = atomic_load_explicit(&s->exiting,
-                                            memory_order_relaxed);
+        bool exiting = gmp__exiting(s);
         if (again && !exiting)
             continue;
         if (!exiting && !(s->main_mode && s->mcount == 0))
@@ -420,8 +417,7 @@ void gmp__injectglist(struct schedt *s, struct p *pp, struct g *head,
 static void stopm(struct schedt *s, struct m *mp)
 {
     gmp__lock(&s->lock);
-    /* Relaxed: see struct schedt. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+    if (gmp__exiting(s)) {
         gmp__unlock(&s->lock);
         return;
     }
@@ -487,8 +483,8 @@ static struct g *stoplockedm(struct schedt *s, struct m *mp, bool *inherit)
     if (mp->p)
         handoffp(s, releasep(mp));
     gmp__lock(&s->lock);
-    /* Relaxed: see struct schedt; an exit after this sees lockedpark. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+    /* An exit after this sees lockedpark. */
+    if (gmp__exiting(s)) {
         gmp__unlock(&s->lock);
         return NULL;
     }
@@ -563,8 +559,7 @@ static struct g *stealwork(struct schedt *s, struct m *mp)
                 return gp;
             }
         }
-        /* Relaxed: see struct schedt. */
-        if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+        if (gmp__exiting(s))
             return NULL;
     }
     return NULL;
@@ -577,8 +572,7 @@ static struct g *findrunnable(struct schedt *s, struct m *mp, bool *inherit)
 {
     struct g *gp;
 top:
-    /* Relaxed: see struct schedt. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+    if (gmp__exiting(s))
         return NULL;
     if (!mp->p) {                   /* woken by the exit broadcast */
         stopm(s, mp);
@@ -632,8 +626,7 @@ top:
 
     /* Nothing anywhere: give up the P. */
     gmp__lock(&s->lock);
-    /* Relaxed: see struct schedt. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+    if (gmp__exiting(s)) {
         gmp__unlock(&s->lock);
         return NULL;
     }
@@ -693,8 +686,8 @@ top:
         struct g *tail = NULL;
         int32_t n = 0;
         gp = NULL;
-        /* Relaxed: see struct schedt; the exit breaks the poll. */
-        if (!atomic_load_explicit(&s->exiting, memory_order_relaxed))
+        /* The exit breaks the poll. */
+        if (!gmp__exiting(s))
             gp = gmp__netpoll(s, delay, &tail, &n);
         atomic_store(&s->pollUntil, 0);
         atomic_store(&s->lastpoll, gmp__nanotime());
@@ -781,8 +774,7 @@ static struct g *pickg(struct schedt *s, struct m *mp, bool *inherit)
 {
     struct g *gp = NULL;
 top:
-    /* Relaxed: see struct schedt. */
-    if (GMP_UNLIKELY(atomic_load_explicit(&s->exiting, memory_order_relaxed)))
+    if (GMP_UNLIKELY(gmp__exiting(s)))
         return NULL;
     /* Relaxed: see struct schedt. */
     if (GMP_UNLIKELY(atomic_load_explicit(&s->stopping,
@@ -963,7 +955,7 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
     struct p *pp = mp->p;
     /* Relaxed, all four: as in schedule(). A locked G's M runs no
      * other G. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
+    if (gmp__exiting(s) ||
         atomic_load_explicit(&s->stopping, memory_order_relaxed) ||
         mp->lockedg ||
         (atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
@@ -1019,7 +1011,7 @@ static bool yield_direct(struct m *mp, struct g *gp)
     struct schedt *s = mp->sched;
     struct p *pp = mp->p;
     /* Relaxed, all four: as in gmp__park_direct. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed) ||
+    if (gmp__exiting(s) ||
         atomic_load_explicit(&s->stopping, memory_order_relaxed) ||
         mp->lockedg ||
         atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
@@ -1131,12 +1123,12 @@ gosched_locked(struct schedt *s, struct m *mp, struct g *gp, bool *inherit)
     int64_t now = 0;
     gmp__checktimers(pp, &now);
     /* Relaxed: hints; a G queued a moment later waits for the next
-     * yield, as it would behind a G that did not yield. exiting: see
-     * struct schedt; once set the M must leave at this scheduling point
-     * (stoplockedm returns NULL), as gosched_m's would. */
+     * yield, as it would behind a G that did not yield. Once exiting is
+     * set the M must leave at this scheduling point (stoplockedm returns
+     * NULL), as gosched_m's would. */
     if (gmp__runqempty(pp) &&
         atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0 &&
-        !atomic_load_explicit(&s->exiting, memory_order_relaxed) &&
+        !gmp__exiting(s) &&
         !atomic_load_explicit(&s->stopping, memory_order_relaxed)) {
         *inherit = false;           /* a new time slice */
         return gp;
@@ -1179,7 +1171,7 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
     gmp__lock(&s->lock);
     gmp__globrunqput(s, gp);
     /* Relaxed: see struct schedt; stopping is written under this lock. */
-    if (!atomic_load_explicit(&s->exiting, memory_order_relaxed) &&
+    if (!gmp__exiting(s) &&
         !atomic_load_explicit(&s->stopping, memory_order_relaxed) &&
         atomic_load_explicit(&pp->runnext, memory_order_relaxed) == NULL &&
         atomic_load_explicit(&pp->runqhead, memory_order_relaxed) ==
@@ -1367,8 +1359,7 @@ int gmp_stop_world(void)
     struct p *own = gp ? mp->p : NULL;
 
     gmp__lock(&s->lock);
-    /* Relaxed: see struct schedt. */
-    if (atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+    if (gmp__exiting(s)) {
         gmp__unlock(&s->lock);
         if (gp)
             gp->preemptoff--;
@@ -1392,10 +1383,9 @@ int gmp_stop_world(void)
         bool woken = gmp__notetsleep(&s->stopnote, STOP_ROUND_NS);
         gmp__lock(&s->lock);
         left = woken ? s->stopwait : stop_round_locked(s, own);
-        /* Relaxed: see struct schedt. The exit wakes every M; none stops
-         * its P after this, as each decides under the lock. */
-        bool exiting = atomic_load_explicit(&s->exiting,
-                                            memory_order_relaxed);
+        /* The exit wakes every M; none stops its P after this, as each
+         * decides under the lock. */
+        bool exiting = gmp__exiting(s);
         if (exiting)
             atomic_store_explicit(&s->stopping, 0, memory_order_relaxed);
         gmp__unlock(&s->lock);
