@@ -205,59 +205,34 @@ static long pass1(gmp_case_t *cases, const uint32_t *pollorder,
     return -1;
 }
 
-int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
+/* Steps 1 to 6 of the file comment for a select with norder > 0 cases
+ * that have a channel, on order's 2 * n words. Returns as gmp_select.
+ * Context: as gmp_select. */
+static int select_chans(gmp_case_t *cases, size_t n, size_t norder,
+                        uint32_t *order, bool block, int64_t deadline)
 {
-    bool block = timeout_ns == GMP_FOREVER || timeout_ns > 0;
-    if (n > 0 && !cases)
-        return GMP_EINVAL;
-    if (n > UINT32_MAX / 2)
-        return GMP_EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (!valid(&cases[i]))
-            return GMP_EINVAL;
-    gmp__preempt_check();
-    int64_t deadline = 0;
-    if (timeout_ns > 0)
-        deadline = gmp__deadline(gmp__nanotime(), timeout_ns);
-
-    uint32_t stackorder[2 * SELECT_STACK];
-    uint32_t *order = stackorder;
-    if (n > SELECT_STACK && !(order = gmp__alloc(2 * n * sizeof *order)))
-        return GMP_ENOMEM;
     uint32_t *pollorder = order, *lockorder = order + n;
 
     /* Poll order: an inside-out shuffle of the cases that have a channel. */
-    size_t norder = 0;
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!cases[i].chan)
             continue;
-        uint32_t j = fastrandn((uint32_t)norder + 1);
-        pollorder[norder] = pollorder[j];
+        uint32_t j = fastrandn((uint32_t)k + 1);
+        pollorder[k] = pollorder[j];
         pollorder[j] = (uint32_t)i;
-        norder++;
-    }
-    if (norder == 0) {
-        if (order != stackorder)
-            gmp__free(order, 2 * n * sizeof *order);
-        if (deadline) {
-            gmp_sleep(timeout_ns);
-            return GMP_ETIMEDOUT;
-        }
-        if (block)
-            block_forever();
-        return GMP_EAGAIN;
+        k++;
     }
     memcpy(lockorder, pollorder, norder * sizeof *lockorder);
     sort_by_chan(cases, lockorder, norder);
 
     sellock(cases, lockorder, norder);
     long casi = pass1(cases, pollorder, lockorder, norder);
-    if (casi >= 0 || !block) {
-        if (casi < 0)
-            selunlock(cases, lockorder, norder);
-        if (order != stackorder)
-            gmp__free(order, 2 * n * sizeof *order);
-        return casi >= 0 ? (int)casi : GMP_EAGAIN;
+    if (casi >= 0)
+        return (int)casi;
+    if (!block) {
+        selunlock(cases, lockorder, norder);
+        return GMP_EAGAIN;
     }
 
     /* Pass 2: a record on every channel, chained in lock order. */
@@ -266,14 +241,12 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
     if (!gmp__sudogs_get(&set, norder, stackrecs,
                          sizeof stackrecs / sizeof stackrecs[0])) {
         selunlock(cases, lockorder, norder);
-        if (order != stackorder)
-            gmp__free(order, 2 * n * sizeof *order);
         return GMP_ENOMEM;
     }
     struct gmp__wctx w;
     gmp__wctx_init(&w);
     struct sudog *sg = set.first;
-    for (size_t k = 0; k < norder; k++, sg = sg->waitlink) {
+    for (k = 0; k < norder; k++, sg = sg->waitlink) {
         gmp_case_t *cs = &cases[lockorder[k]];
         sg->w = &w;
         sg->c = cs->chan;
@@ -291,7 +264,7 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
     struct sudog *fired = w.param;
     casi = -1;
     sg = set.first;
-    for (size_t k = 0; k < norder; k++, sg = sg->waitlink) {
+    for (k = 0; k < norder; k++, sg = sg->waitlink) {
         gmp_case_t *cs = &cases[lockorder[k]];
         if (sg == fired)
             casi = lockorder[k];
@@ -307,7 +280,42 @@ int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
          * closer. */
         cases[casi].result = fired->success ? 0 : GMP_ECLOSED;
     gmp__sudogs_put(&set);
+    return casi >= 0 ? (int)casi : GMP_ETIMEDOUT;
+}
+
+int gmp_select(gmp_case_t *cases, size_t n, int64_t timeout_ns)
+{
+    bool block = timeout_ns == GMP_FOREVER || timeout_ns > 0;
+    if (n > 0 && !cases)
+        return GMP_EINVAL;
+    if (n > UINT32_MAX / 2)
+        return GMP_EINVAL;
+    size_t norder = 0;              /* cases with a channel */
+    for (size_t i = 0; i < n; i++) {
+        if (!valid(&cases[i]))
+            return GMP_EINVAL;
+        norder += cases[i].chan != NULL;
+    }
+    gmp__preempt_check();
+    int64_t deadline = 0;
+    if (timeout_ns > 0)
+        deadline = gmp__deadline(gmp__nanotime(), timeout_ns);
+    if (norder == 0) {
+        if (deadline) {
+            gmp_sleep(timeout_ns);
+            return GMP_ETIMEDOUT;
+        }
+        if (block)
+            block_forever();
+        return GMP_EAGAIN;
+    }
+
+    uint32_t stackorder[2 * SELECT_STACK];
+    uint32_t *order = stackorder;
+    if (n > SELECT_STACK && !(order = gmp__alloc(2 * n * sizeof *order)))
+        return GMP_ENOMEM;
+    int ret = select_chans(cases, n, norder, order, block, deadline);
     if (order != stackorder)
         gmp__free(order, 2 * n * sizeof *order);
-    return casi >= 0 ? (int)casi : GMP_ETIMEDOUT;
+    return ret;
 }
