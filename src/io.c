@@ -293,6 +293,23 @@ static inline int take_turn(struct gmp__pd *pd, int how)
     return 0;
 }
 
+/* Enters fd and takes its write turn: 0, or the error to return, with
+ * neither held. leave_turn undoes both. */
+static inline int enter_turn(int fd, int how, struct schedt **s,
+                             struct gmp__pd **pd)
+{
+    int err = enter(fd, s, pd);
+    if (!err && (err = take_turn(*pd, how)) != 0)
+        gmp__pd_exit(*pd);
+    return err;
+}
+
+static inline void leave_turn(struct gmp__pd *pd)
+{
+    gmp_mutex_unlock(&pd->wmu);
+    gmp__pd_exit(pd);
+}
+
 /* Writes all a->n bytes from a->buf with op, in turn with the fd's other
  * writes: n, or the error (even if part went out before it, as Go's
  * Write). One try only with IO_ONCE: its count, which may be short. */
@@ -305,9 +322,7 @@ write_all(int how, try_fn op, struct io_args *a)
         return GMP_EINVAL;
     struct schedt *s;
     struct gmp__pd *pd;
-    int err = enter(a->fd, &s, &pd);
-    if (!err && (err = take_turn(pd, how)) != 0)
-        gmp__pd_exit(pd);
+    int err = enter_turn(a->fd, how, &s, &pd);
     if (err)
         return err;
     size_t n = a->n;
@@ -323,8 +338,7 @@ write_all(int how, try_fn op, struct io_args *a)
             break;
         }
     }
-    gmp_mutex_unlock(&pd->wmu);
-    gmp__pd_exit(pd);
+    leave_turn(pd);
     return r;
 }
 
@@ -348,14 +362,11 @@ write_one(int how, try_fn op, const struct io_args *a)
 {
     struct schedt *s;
     struct gmp__pd *pd;
-    int err = enter(a->fd, &s, &pd);
-    if (!err && (err = take_turn(pd, how)) != 0)
-        gmp__pd_exit(pd);
+    int err = enter_turn(a->fd, how, &s, &pd);
     if (err)
         return err;
     ssize_t r = try_once(s, pd, PD_W, how, op, a, 0);
-    gmp_mutex_unlock(&pd->wmu);
-    gmp__pd_exit(pd);
+    leave_turn(pd);
     return r;
 }
 
@@ -434,9 +445,8 @@ ssize_t gmp_writev(int fd, const struct iovec *iov, int cnt)
         return err;
     struct schedt *s;
     struct gmp__pd *pd;
-    if ((err = enter(fd, &s, &pd)) != 0)
+    if ((err = enter_turn(fd, 0, &s, &pd)) != 0)
         return err;
-    gmp_mutex_lock(&pd->wmu);
     /* The first try writes the caller's vector whole (one datagram on a
      * datagram socket); only a short write on a stream needs the rest. */
     struct iovec win[IOV_WINDOW];
@@ -455,8 +465,7 @@ ssize_t gmp_writev(int fd, const struct iovec *iov, int cnt)
         a.iov = win;
         a.iovcnt = iov_rest(iov, cnt, done, win);
     }
-    gmp_mutex_unlock(&pd->wmu);
-    gmp__pd_exit(pd);
+    leave_turn(pd);
     return r;
 }
 
