@@ -64,6 +64,16 @@ struct sudog {
     bool              success;      /* chan: woken by a value, not a close */
 };
 
+/* Go's gopark (park.c): the calling G waits (reason: enum waitreason)
+ * until gmp__goready; unlockf(gp, lock), if not NULL, runs on g0 once the
+ * G is off its stack, and false from it calls the wait off (the G runs
+ * again at once). Context: a G whose M holds a P. */
+GMP_HIDDEN void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,
+                            uint32_t reason);
+
+/* Makes a waiting G runnable (park.c says where it goes). Context: any. */
+GMP_HIDDEN void gmp__goready(struct g *gp);
+
 /* Fills in w for the calling G or thread. Context: any. */
 static inline void gmp__wctx_init(struct gmp__wctx *w)
 {

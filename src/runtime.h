@@ -633,11 +633,6 @@ GMP_HIDDEN struct m *gmp__lockedm(struct g *gp);
  * Context: runtime teardown, no runtime thread left. */
 GMP_HIDDEN void gmp__gext_release_all(struct schedt *s);
 
-/* ---- park.c ------------------------------------------------------------- */
-GMP_HIDDEN void gmp__gopark(bool (*unlockf)(struct g *, void *), void *lock,
-                            uint32_t reason);
-GMP_HIDDEN void gmp__goready(struct g *gp);
-
 /* ---- stack.c ------------------------------------------------------------ */
 GMP_HIDDEN struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp);
 /* A stack of size bytes (page-rounded, guard included) of its own, for a
