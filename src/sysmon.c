@@ -304,8 +304,8 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
     atomic_store(&s->pollUntil, until);
     struct g *list = NULL, *tail = NULL;
     int32_t n = 0;
-    /* Relaxed: see struct schedt; the exit breaks the poll. */
-    if (!atomic_load_explicit(&s->exiting, memory_order_relaxed))
+    /* The exit breaks the poll. */
+    if (!gmp__exiting(s))
         list = gmp__netpoll(s, delay, &tail, &n);
     atomic_store(&s->pollUntil, 0);             /* seq_cst: as above */
     now = gmp__nanotime();
@@ -396,8 +396,8 @@ static void *sysmon_loop(struct schedt *s)
         if (next != 0 && next < until)
             until = next;
         sysmon_sleep(s, now, until, &ownpoll, &owed);
-        /* Relaxed: see struct schedt; the exit also wakes the note. */
-        if (atomic_load_explicit(&s->exiting, memory_order_relaxed))
+        /* The exit also wakes the note. */
+        if (gmp__exiting(s))
             break;
         /* Relaxed hint, settled under the lock. */
         if (atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
@@ -405,7 +405,7 @@ static void *sysmon_loop(struct schedt *s)
             gmp__lock(&s->lock);
             if (atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
                     s->procs &&
-                !atomic_load_explicit(&s->exiting, memory_order_relaxed)) {
+                !gmp__exiting(s)) {
                 s->sysmonwait = true;
                 bool recheck = s->deadcheck_retry;
                 gmp__unlock(&s->lock);
