@@ -594,11 +594,6 @@ static int start_worker(struct gmp_pool *p, void (*fn)(void *), void *arg)
 
 /* ---- The purger ---------------------------------------------------------- */
 
-static int64_t sat_add(int64_t a, int64_t b)
-{
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
 static void purger(void *arg)
 {
     struct gmp_pool *p = arg;
@@ -609,7 +604,7 @@ static void purger(void *arg)
     int64_t res = atomic_load_explicit(&gmp__coarse_res, memory_order_relaxed);
     if (res == 0)
         res = 1;
-    int64_t span = sat_add(p->expiry_ns, res);
+    int64_t span = gmp__add_sat(p->expiry_ns, res);
     gmp__spin_lock(&p->lock);
     while (!p->closed) {
         int64_t now = gmp__coarse_nanotime();
@@ -627,7 +622,7 @@ static void purger(void *arg)
         }
         int64_t wait_ns = p->expiry_ns;
         if (p->nidle)   /* until the bottom is due, by the coarse clock */
-            wait_ns = sat_add(span - (now - p->idle[0].since), res);
+            wait_ns = gmp__add_sat(span - (now - p->idle[0].since), res);
         gmp__wctx_init(&w);
         p->purger_w = &w;
         bool woken = gmp__wctx_block_until(

@@ -44,10 +44,16 @@ struct gmp__tslot {
                                        struct g * | 1 (timer.c) */
 };
 
+/* a + b, saturating at INT64_MAX. b must not be negative. */
+static inline int64_t gmp__add_sat(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* when = now + ns, saturating at INT64_MAX. */
 static inline int64_t gmp__deadline(int64_t now, int64_t ns)
 {
-    return ns > INT64_MAX - now ? INT64_MAX : now + ns;
+    return gmp__add_sat(ns, now);
 }
 
 /*
