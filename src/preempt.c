@@ -66,6 +66,7 @@
 
 #include "runtime.h"
 #include "sigchain.h"
+#include "timer.h"
 
 #ifdef GMP_VALGRIND
 #include <valgrind/valgrind.h>
@@ -966,8 +967,18 @@ void gmp_preempt_enable(void)
 int gmp_should_yield(void)
 {
     struct m *mp = gmp__getm();
+    if (!mp || !mp->curg || !mp->p)
+        return 0;
+    struct p *pp = mp->p;
     /* Relaxed: sysmon's mark is a request; a stale read only moves the
      * caller's yield to its next poll. */
-    return mp && mp->curg && mp->p &&
-           atomic_load_explicit(&mp->p->preempt, memory_order_relaxed) != 0;
+    if (atomic_load_explicit(&pp->preempt, memory_order_relaxed))
+        return 1;
+    /* Or a timer of this P has come due: the goroutine it wakes waits
+     * for the P, which the scheduler gives it at the yield (a sleeper
+     * beside an interpreter wakes within one of the host's polls, not
+     * one slice). The precise clock only when the coarse one cannot
+     * tell. Relaxed: see timer.c. */
+    int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+    return tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime();
 }

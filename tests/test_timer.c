@@ -1553,6 +1553,55 @@ static void test_far_timer_costs_no_precise_clock_read(void **state)
 }
 #endif
 
+/* ---- A due timer asks the host to yield --------------------------------- */
+
+/* gmp_should_yield says 1 as soon as a timer of the caller's P is due,
+ * without waiting for sysmon's mark (a host polling it, an interpreter's
+ * count hook, then wakes a sleeper within one poll): a timer put on the
+ * P already due, in a fresh slice, makes it say 1, and the yield runs
+ * the timer. At procs=1 only: with more Ps another M may run the timer
+ * first (rescue_timers), and the answer would rightly be 0. */
+static _Atomic int due_fired;
+static _Atomic int64_t due_done;
+
+static void due_fire(struct gmp__timer *t)
+{
+    (void)t;
+    atomic_store(&due_fired, 1);
+}
+
+static void due_main(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 100; i++) {
+        struct gmp__timer t;
+        memset(&t, 0, sizeof t);
+        t.f = due_fire;
+        atomic_store(&due_fired, 0);
+        gmp_yield();                    /* a fresh slice, unmarked */
+        gmp_preempt_disable();          /* stay the owner of pp */
+        struct p *pp = gmp__getm()->p;
+        gmp__timer_reserve(pp);
+        t.when = gmp_nanotime() - 1;
+        gmp__timer_add(pp, &t);
+        G_CHECK(gmp_should_yield() == 1);
+        G_CHECK(!atomic_load(&due_fired));
+        gmp_preempt_enable();
+        gmp_yield();
+        G_CHECK(atomic_load(&due_fired));
+    }
+    atomic_store(&due_done, 1);
+}
+
+static void test_should_yield_when_a_timer_is_due(void **state)
+{
+    (void)state;
+    atomic_store(&due_done, 0);
+    assert_int_equal(gmp_go(due_main, NULL), 0);
+    assert_int_equal(h_wait(&due_done, 1), 0);
+    assert_quiet();
+}
+
 /* The coarse check never judges a time that has come to be still ahead:
  * a timer is never judged not due once it is. Its margin (two ticks)
  * holds while the kernel ticks; a VM whose vCPU the host stops for
@@ -1642,6 +1691,10 @@ int main(void)
     const struct CMUnitTest nopreempt[] = {
         cmocka_unit_test(test_sleep_fires_while_a_p_never_schedules),
     };
+    /* procs=1 only: see the test. */
+    const struct CMUnitTest solo[] = {
+        cmocka_unit_test(test_should_yield_when_a_timer_is_due),
+    };
 #if !H_SANITIZED
     /* Asynchronous preemption off: see the test. */
     const struct CMUnitTest reads[] = {
@@ -1652,6 +1705,8 @@ int main(void)
     return cmocka_run_group_tests_name("timer fork", fork, NULL, NULL)
          + cmocka_run_group_tests_name("timer no runtime", none, NULL, NULL)
          + cmocka_run_group_tests_name("timer procs=1", t, h_up_1, h_down)
+         + cmocka_run_group_tests_name("timer solo procs=1", solo, h_up_1,
+                                       h_down)
          + cmocka_run_group_tests_name("timer procs=2", t, h_up_2, h_down)
          + cmocka_run_group_tests_name("timer procs=4", t, h_up_4, h_down)
          + cmocka_run_group_tests_name("timer procs=2, async_preempt_off",

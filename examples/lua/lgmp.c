@@ -89,7 +89,9 @@
  * (LUA_MASKCOUNT, every 1000 VM instructions unless the host says
  * otherwise) that asks gmp_should_yield, a few loads, and calls gmp_yield
  * once the runtime wants the P back: the loop runs the 10 ms slices a
- * preempted goroutine runs, with preemption by signal on or off. Lua
+ * preempted goroutine runs, with preemption by signal on or off, and a
+ * sleeper on its P wakes within one hook period of its timer (tens of
+ * microseconds at 1000 instructions). Lua
  * coroutines inherit the hook from the interpreter that creates them.
  * This file's C functions are the host program's code, which the signal
  * may stop: they hold no lock and no thread-local state across it. What

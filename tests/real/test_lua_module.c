@@ -214,7 +214,8 @@ static int64_t cpu_acc(int64_t n)
 
 /* At procs 1 with preemption by signal off, only the count hook can give
  * the ticker the P while the loop runs. With the hook the loop sees NT
- * ticks long before its bound (each takes about one 10 ms slice); without
+ * ticks long before its bound (each within a hook period or so of its
+ * timer: gmp_should_yield says 1 once it is due); without
  * it the loop runs to its bound (2 * 10^6 iterations, tens of
  * milliseconds, while the ticker's 200 us timer is due) and sees none. */
 static void test_lua_module_hook_shares_the_p(void **state)
