@@ -95,7 +95,11 @@ typedef struct gmp_config {
                             frame built without it may write into the
                             next goroutine's stack unnoticed.         */
     int    max_threads;  /* Ms; 0: 10000. Needing more is a fatal error
-                            ("thread exhaustion"), as in Go            */
+                            ("thread exhaustion"), as in Go. Ms are
+                            never freed, and one may be started while
+                            another is on its way to idle: leave room
+                            beyond procs and the Ms held by system
+                            calls (a few per P)                       */
     int    async_preempt_off; /* nonzero: no preemption by signal (as
                             GMP_DEBUG=asyncpreemptoff=1); goroutines are
                             then preempted only at runtime calls          */
