@@ -624,6 +624,7 @@ static void holder(void *arg)
     (void)arg;
 }
 
+#if !defined(H_TSAN)
 static _Atomic int hl_stop;
 
 /* The same stretch without the mutex, in the program's own code (the
@@ -641,6 +642,7 @@ static void free_spinner(void *arg)
             x = x + 1;
     atomic_fetch_add(&hl_done, 1);
 }
+#endif
 
 /* A goroutine holding a pthread mutex across a CPU-bound stretch is not
  * preempted, while another on its P contends for the mutex; without the
