@@ -214,19 +214,40 @@ static void check_report(const char *ev)
     unlink(rep_path);
 }
 
+/* The report children's recording: ROUNDS round trips with a ponger,
+ * which the channels (leaked: the child ends) keep parked after. */
+static void fr_rounds(void)
+{
+    struct pair *pr = malloc(sizeof *pr);
+    pr->ch[0] = gmp_chan_make(sizeof(int), 0);
+    pr->ch[1] = gmp_chan_make(sizeof(int), 0);
+    atomic_store(&pr->out, 0);
+    gmp_go(ponger, pr);
+    for (int i = 0; i < ROUNDS; i++) {
+        int v = i;
+        gmp_chan_send(pr->ch[0], &v);
+        gmp_chan_recv(pr->ch[1], &v);
+    }
+}
+
+/* A report child's runtime: GMP_FLIGHTREC into rep_path, procs 2, fn as
+ * main; exits with gmp_main's verdict (0, or 10). */
+static void fr_child_run(void (*fn)(void *), int dump_on_sigquit)
+{
+    setenv("GMP_FLIGHTREC", rep_path, 1);
+    setenv("GMP_FLIGHTREC_SIZE", "262144", 1);
+    gmp_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.procs = 2;
+    cfg.dump_on_sigquit = dump_on_sigquit;
+    _exit(gmp_main(fn, NULL, &cfg) == 0 ? 0 : 10);
+}
+
 static void fr_dl_main(void *arg)
 {
     (void)arg;
+    fr_rounds();
     gmp_chan_t *c = gmp_chan_make(sizeof(int), 0);
-    gmp_chan_t *ch[2] = {gmp_chan_make(sizeof(int), 0),
-                         gmp_chan_make(sizeof(int), 0)};
-    struct pair pr = {{ch[0], ch[1]}, 0};
-    gmp_go(ponger, &pr);
-    for (int i = 0; i < ROUNDS; i++) {
-        int v = i;
-        gmp_chan_send(ch[0], &v);
-        gmp_chan_recv(ch[1], &v);
-    }
     int v;
     gmp_chan_recv(c, &v);           /* nobody sends: deadlock */
 }
@@ -234,13 +255,7 @@ static void fr_dl_main(void *arg)
 static void fr_dl_child(void *arg)
 {
     (void)arg;
-    setenv("GMP_FLIGHTREC", rep_path, 1);
-    setenv("GMP_FLIGHTREC_SIZE", "262144", 1);
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = 2;
-    gmp_main(fr_dl_main, NULL, &cfg);
-    _exit(0);
+    fr_child_run(fr_dl_main, 0);
 }
 
 /* The deadlock report writes the window to GMP_FLIGHTREC's file, which
@@ -275,15 +290,7 @@ static void fr_spin(void *arg)
 static void fr_stall_main(void *arg)
 {
     (void)arg;
-    struct pair pr = {{gmp_chan_make(sizeof(int), 0),
-                       gmp_chan_make(sizeof(int), 0)}, 0};
-    gmp_go(ponger, &pr);
-    for (int i = 0; i < ROUNDS; i++) {
-        int v = i;
-        gmp_chan_send(pr.ch[0], &v);
-        gmp_chan_recv(pr.ch[1], &v);
-    }
-    gmp_chan_close(pr.ch[0]);
+    fr_rounds();
     gmp_chan_t *d = gmp_chan_make(sizeof(int), 1);
     gmp_go(fr_spin, d);
     int v;
@@ -293,13 +300,8 @@ static void fr_stall_main(void *arg)
 static void fr_stall_child(void *arg)
 {
     (void)arg;
-    setenv("GMP_FLIGHTREC", rep_path, 1);
-    setenv("GMP_FLIGHTREC_SIZE", "262144", 1);
     setenv("GMP_DEBUG", "stall=20", 1);
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = 2;
-    _exit(gmp_main(fr_stall_main, NULL, &cfg) == 0 ? 0 : 10);
+    fr_child_run(fr_stall_main, 0);
 }
 
 /* A stall report writes the window too, while the other P runs: Go's
@@ -320,27 +322,14 @@ static void test_flightrec_written_by_stall_report(void **state)
 static void fr_quit_main(void *arg)
 {
     (void)arg;
-    struct pair pr = {{gmp_chan_make(sizeof(int), 0),
-                       gmp_chan_make(sizeof(int), 0)}, 0};
-    gmp_go(ponger, &pr);
-    for (int i = 0; i < ROUNDS; i++) {
-        int v = i;
-        gmp_chan_send(pr.ch[0], &v);
-        gmp_chan_recv(pr.ch[1], &v);
-    }
+    fr_rounds();
     raise(SIGQUIT);                 /* this thread: its handler exits 2 */
 }
 
 static void fr_quit_child(void *arg)
 {
     (void)arg;
-    setenv("GMP_FLIGHTREC", rep_path, 1);
-    setenv("GMP_FLIGHTREC_SIZE", "262144", 1);
-    gmp_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.procs = 2;
-    cfg.dump_on_sigquit = 1;
-    _exit(gmp_main(fr_quit_main, NULL, &cfg) == 0 ? 0 : 10);
+    fr_child_run(fr_quit_main, 1);
 }
 
 /* The SIGQUIT dump writes the window from inside the signal handler,

@@ -682,7 +682,6 @@ static void test_preempt_mixed_stress(void **state)
     assert_true(atomic_load(&ms.yields) > 0);
     assert_true(atomic_load(&ms.calls) > 0);
     assert_true(atomic_load(&ms.hogs) > 0);
-    { struct schedt *s = cur_sched(); uint64_t np = 0; for (int i = 0; i < s->procs; i++) np += s->allp[i].npreempt; print_message("DEBUG async=%d npreempt=%llu\n", (int)s->async_preempt, (unsigned long long)np); }
     print_message("procs=%d: %lld spawned, %lld yields, %lld syscalls, "
                   "%lld hog slices\n", env->procs,
                   (long long)atomic_load(&ms.spawned),
