@@ -435,9 +435,9 @@ GMP_EXTERN void gmp_preempt_disable(void);
 GMP_EXTERN void gmp_preempt_enable(void);
 
 /* 1 if the running goroutine has been asked to give up its P (it has run
- * its 10 ms), or a timer of its P has come due (a sleeping goroutine woke
- * and waits for the P: the yield runs it), else 0 (and outside a
- * goroutine). A few loads, and a clock read while a timer of the P is
+ * its 10 ms), or a goroutine woken on its P waits to run next (by a
+ * timer that has come due, a channel, or just made: the yield runs it),
+ * else 0 (and outside a goroutine). A few loads, and a clock read while a timer of the P is
  * near; it never switches. For a host that runs code the signal does not
  * stop, or under a lock of its own (an interpreter's): it polls this at
  * its safe points, and when it says 1, drops its lock and calls

@@ -974,11 +974,15 @@ int gmp_should_yield(void)
      * caller's yield to its next poll. */
     if (atomic_load_explicit(&pp->preempt, memory_order_relaxed))
         return 1;
-    /* Or a timer of this P has come due: the goroutine it wakes waits
-     * for the P, which the scheduler gives it at the yield (a sleeper
-     * beside an interpreter wakes within one of the host's polls, not
-     * one slice). The precise clock only when the coarse one cannot
-     * tell. Relaxed: see timer.c. */
+    /* Or a goroutine readied here waits in runnext (woken by a timer or
+     * a channel, or just made), or a timer of this P has come due: the
+     * scheduler runs it at the yield, so a sleeper beside an interpreter
+     * wakes within one of the host's polls, not one slice. (A timer's G
+     * can land in runnext while the yielder itself is picked first, on
+     * the global queue's turn.) The precise clock only when the coarse
+     * one cannot tell. Relaxed, both: hints, as in gmp__park_direct. */
+    if (atomic_load_explicit(&pp->runnext, memory_order_relaxed))
+        return 1;
     int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
     return tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime();
 }
