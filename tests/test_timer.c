@@ -1556,10 +1556,11 @@ static void test_far_timer_costs_no_precise_clock_read(void **state)
 /* ---- A due timer asks the host to yield --------------------------------- */
 
 /* gmp_should_yield says 1 as soon as a timer of the caller's P is due,
- * without waiting for sysmon's mark (a host polling it, an interpreter's
- * count hook, then wakes a sleeper within one poll): a timer put on the
- * P already due, in a fresh slice, makes it say 1, and the yield runs
- * the timer. At procs=1 only: with more Ps another M may run the timer
+ * or a goroutine waits in its runnext, without waiting for sysmon's mark
+ * (a host polling it, an interpreter's count hook, then wakes a sleeper
+ * within one poll): a timer put on the P already due, in a fresh slice,
+ * makes it say 1, and the yield runs the timer; so does a goroutine just
+ * made, which the yield runs. At procs=1 only: with more Ps another M may run the timer
  * first (rescue_timers), and the answer would rightly be 0. */
 static _Atomic int due_fired;
 static _Atomic int64_t due_done;
@@ -1567,6 +1568,12 @@ static _Atomic int64_t due_done;
 static void due_fire(struct gmp__timer *t)
 {
     (void)t;
+    atomic_store(&due_fired, 1);
+}
+
+static void due_child(void *arg)
+{
+    (void)arg;
     atomic_store(&due_fired, 1);
 }
 
@@ -1588,6 +1595,18 @@ static void due_main(void *arg)
         G_CHECK(!atomic_load(&due_fired));
         gmp_preempt_enable();
         gmp_yield();
+        G_CHECK(atomic_load(&due_fired));
+    }
+    /* A goroutine just made waits in runnext: that asks too. */
+    for (int i = 0; i < 100; i++) {
+        atomic_store(&due_fired, 0);
+        gmp_yield();
+        G_CHECK(gmp_go(due_child, NULL) == 0);
+        G_CHECK(gmp_should_yield() == 1);
+        /* On the global queue's turn (one schedule in 61) the yielder,
+         * queued there, runs first once. */
+        for (int k = 0; k < 2 && !atomic_load(&due_fired); k++)
+            gmp_yield();
         G_CHECK(atomic_load(&due_fired));
     }
     atomic_store(&due_done, 1);
