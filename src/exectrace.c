@@ -410,20 +410,26 @@ static void stacks_out(struct frout *o, bool live)
 
 /* ---- Buffers ------------------------------------------------------------ */
 
+/* Appends b to the list from *head to *tail (the writers' queue under
+ * qlock, or the ring under rlock). */
+static void tbq_append(struct tbuf **head, struct tbuf **tail, struct tbuf *b)
+{
+    b->next = NULL;
+    if (*tail)
+        (*tail)->next = b;
+    else
+        *head = b;
+    *tail = b;
+}
+
 /* Queues full (if any) for the writer and returns an empty buffer for
  * pid, NULL when memory is short (the events are then dropped). Context:
  * the slot's writer; takes qlock. */
 static struct tbuf *refill(struct tbuf *full, int pid)
 {
     gmp__lock(&T.qlock);
-    if (full) {
-        full->next = NULL;
-        if (T.qtail)
-            T.qtail->next = full;
-        else
-            T.qhead = full;
-        T.qtail = full;
-    }
+    if (full)
+        tbq_append(&T.qhead, &T.qtail, full);
     struct tbuf *b = T.freel;
     if (b)
         T.freel = b->next;
@@ -830,12 +836,7 @@ static bool absorb_q(bool dying)
         return false;
     while (q) {
         struct tbuf *next = q->next;
-        q->next = NULL;
-        if (T.rtail)
-            T.rtail->next = q;
-        else
-            T.rhead = q;
-        T.rtail = q;
+        tbq_append(&T.rhead, &T.rtail, q);
         T.rn++;
         q = next;
     }
@@ -1032,12 +1033,7 @@ static void stop_locked(void)
         if (!b)
             continue;
         __atomic_store_n(&tslot[i].cur, NULL, __ATOMIC_RELAXED);
-        b->next = NULL;
-        if (T.qtail)
-            T.qtail->next = b;
-        else
-            T.qhead = b;
-        T.qtail = b;
+        tbq_append(&T.qhead, &T.qtail, b);
     }
     gmp__unlock(&T.qlock);
 }
