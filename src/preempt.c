@@ -980,9 +980,8 @@ int gmp_should_yield(void)
      * wakes within one of the host's polls, not one slice. (A timer's G
      * can land in runnext while the yielder itself is picked first, on
      * the global queue's turn.) The precise clock only when the coarse
-     * one cannot tell. Relaxed, both: hints, as in gmp__park_direct. */
+     * one cannot tell. Relaxed: a hint, as in gmp__park_direct. */
     if (atomic_load_explicit(&pp->runnext, memory_order_relaxed))
         return 1;
-    int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-    return tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime();
+    return gmp__timer_due(pp);
 }

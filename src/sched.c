@@ -962,10 +962,8 @@ bool gmp__park_direct(struct m *mp, struct g *gp)
                  GMP_GLOBAL_TICK == 0 &&
          atomic_load_explicit(&s->runqsize, memory_order_relaxed) > 0))
         return false;
-    /* Nor when a timer here is due: schedule() runs it first. Relaxed:
-     * see timer.c. */
-    int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-    if (tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime())
+    /* Nor when a timer here is due: schedule() runs it first. */
+    if (gmp__timer_due(pp))
         return false;
     /* Acquire: as in gmp__runqget, the G was published by the exchange
      * that put it there. */
@@ -1017,9 +1015,7 @@ static bool yield_direct(struct m *mp, struct g *gp)
         atomic_load_explicit(&pp->schedtick, memory_order_relaxed) %
                 GMP_GLOBAL_TICK == 0)
         return false;
-    /* Relaxed: see timer.c. */
-    int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
-    if (tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime())
+    if (gmp__timer_due(pp))
         return false;
     bool inherit = false;
     struct g *next = gmp__runqpeek_solo(pp);

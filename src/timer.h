@@ -108,6 +108,17 @@ static inline bool gmp__timer_surely_before(int64_t when)
     return res != 0 && gmp__coarse_read() < when - 2 * res;
 }
 
+/* Whether the first timer of pp is due: a relaxed hint (timer.c's
+ * timer0when), the precise clock read only when the coarse one cannot
+ * tell. What schedule() would run first; asked where a G would rather
+ * not go through it (the direct park and yield, gmp_should_yield). */
+static inline bool gmp__timer_due(struct p *pp)
+{
+    /* Relaxed: see timer.c. */
+    int64_t tw = atomic_load_explicit(&pp->timer0when, memory_order_relaxed);
+    return tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime();
+}
+
 /* Sets gmp__coarse_res. Context: starting a runtime. */
 GMP_HIDDEN void gmp__timers_setup(void);
 /* Makes room for one more timer in pp's heap, so that the next

@@ -614,6 +614,7 @@ static void contender(void *arg)
 
 static void holder(void *arg)
 {
+    (void)arg;
     pthread_mutex_lock(&hm);
     gmp_go(contender, NULL);        /* to this P's runnext */
     uint64_t p0 = preemptions();
@@ -621,7 +622,6 @@ static void holder(void *arg)
     atomic_store(&hl_preempts, (int64_t)(preemptions() - p0));
     pthread_mutex_unlock(&hm);
     atomic_fetch_add(&hl_done, 1);
-    (void)arg;
 }
 
 #if !defined(H_TSAN)
