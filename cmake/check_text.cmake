@@ -77,7 +77,7 @@ if(PLT_OK)
 endif()
 objdump_lines(-r lines)
 foreach(line IN LISTS lines)
-  if(line MATCHES "(R_X86_64_PLT32|R_X86_64_PC32|R_AARCH64_CALL26|R_AARCH64_JUMP26)[ \t]+([A-Za-z0-9_.@]+)")
+  if(line MATCHES "(R_X86_64_PLT32|R_X86_64_PC32|R_AARCH64_CALL26|R_AARCH64_JUMP26|R_RISCV_CALL_PLT|R_RISCV_CALL|R_RISCV_JAL)[ \t]+([A-Za-z0-9_.@]+)")
     set(sym "${CMAKE_MATCH_2}")
     if(sym IN_LIST undefined)
       message(FATAL_ERROR

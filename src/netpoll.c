@@ -60,7 +60,7 @@
 #include "timer.h"
 
 #ifndef SYS_epoll_pwait2
-#define SYS_epoll_pwait2 441        /* the same on x86-64 and arm64 */
+#define SYS_epoll_pwait2 441        /* the same on every arch here */
 #endif
 
 #define PD_CHUNK  1024              /* descriptors per allocation */

@@ -26,7 +26,9 @@
  *     stub, cmake/check_text.cmake), the vDSO (the runtime reads the
  *     clock there with locks held), the system libraries, nor the
  *     program's PLT stubs. "Where a signal may stop a goroutine" below;
- *   - arm64: no SVE or SME state beyond the SIMD registers is live.
+ *   - arm64: no SVE or SME state beyond the SIMD registers is live;
+ *     riscv64: no vector (V) state is live (the signal frame has no
+ *     vector record).
  * Then it rewrites the signal context so that, on return from the
  * handler, the thread enters gmp__asyncpreempt (arch/<arch>/preempt.S)
  * on the G's stack, as if the interrupted instruction had called it:
@@ -43,6 +45,12 @@
  *     gmp__asyncpreempt_resume: the handler, seeing that PC, loads the
  *     saved registers into the signal context, and the kernel's sigreturn
  *     puts back every one of them, PC and sp included.
+ *   - riscv64: as arm64 (no red zone in the psABI either; sp -= 16,
+ *     rounded down to 16 bytes, PC and the old sp stored there; the
+ *     resume signal). The stub saves x1-x31,
+ *     f0-f31 and fcsr. The resume puts back every register but tp, the
+ *     thread pointer: the goroutine may have moved to another thread, and
+ *     tp belongs to the thread (gp is the same in every thread).
  * If the PC is not safe, nothing happens; sysmon signals again on its next
  * round while the mark stands.
  *
@@ -85,7 +93,10 @@ extern const char gmp__text_end[] GMP_HIDDEN;
 /* The stub (arch/<arch>/preempt.S). */
 GMP_HIDDEN void gmp__asyncpreempt(void);
 GMP_HIDDEN void gmp__asyncpreempt2(uint64_t *frame);
-#if defined(__aarch64__)
+/* arm64 and RISC-V go back to the interrupted code by a second signal
+ * (see above). */
+#if defined(__aarch64__) || defined(__riscv)
+#define RESUME_BY_SIGNAL 1
 extern const char gmp__asyncpreempt_resume[] GMP_HIDDEN;
 GMP_HIDDEN _Noreturn void gmp__asyncpreempt_lost(void);
 #endif
@@ -678,8 +689,104 @@ static void resume(ucontext_t *uc)
     uc->uc_mcontext.pc = f[F_PC];
     uc->uc_mcontext.sp = f[F_SP];
 }
+#elif defined(__riscv) && __riscv_xlen == 64
+#if !defined(__riscv_flen) || __riscv_flen != 64
+#error "gmprt: RISC-V needs the D extension (RV64GC, the LP64D ABI)"
+#endif
+#define UC_PC(uc) ((uintptr_t)(uc)->uc_mcontext.__gregs[REG_PC])
+#define UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.__gregs[REG_SP])
+#define UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.__gregs[REG_S0])
+
+/* The stub's frame (preempt.S): x1-x31 (x_i at F_X1 + i - 1), f0-f31,
+ * fcsr, then pid and tid for the resume signal; above it the handler's
+ * two words, the interrupted PC and sp. In 8-byte words. */
+enum {
+    F_X1 = 0, F_F0 = 31, F_FCSR = 63, F_PID = 64, F_TID = 65, F_PC = 66,
+    F_SP = 67,
+};
+_Static_assert(GMP_APF_FP == F_X1 + 7 && GMP_APF_PC == F_PC &&
+                   GMP_APF_WORDS == F_SP + 1 && GMP_APF_PID == F_PID &&
+                   F_TID == F_PID + 1 && F_FCSR == F_F0 + 32 &&
+                   F_PID == F_FCSR + 1 && F_PC == F_TID + 1,
+               "frame.h's GMP_APF_* and preempt.S describe this frame");
+
+/* Signal frame extension records (the kernel's asm/sigcontext.h since
+ * Linux 6.5, spelled out: older headers lack them). A chain of headers
+ * that starts in the reserved words at the end of the FP state (byte 520
+ * of the Q-extension layout) and ends with magic 0; the kernel writes a
+ * vector record when the thread's V state is not off. Kernels without
+ * vector support leave those words zero, and report no 'V' in AT_HWCAP;
+ * qemu-user (7.2) writes a shorter frame that ends after fcsr, so the
+ * chain is read only where AT_HWCAP has 'V'. */
+struct rec {
+    uint32_t magic, size;
+};
+#define REC_END   0u
+#define REC_V     0x53465457u
+#define REC_FIRST 520
+#define HWCAP_V   (1ul << ('V' - 'A'))
+
+/* Set at setup, before the handler is installed; read by the handler. */
+static bool have_v;
+
+static size_t stub_stack_need(void)
+{
+    return 32 + GMP_APF_PC * 8 + PREEMPT_STACK_SLACK;
+}
+
+/* The stub's sp is 16-byte aligned whatever the interrupted one was. */
+static void redirect(ucontext_t *uc, uintptr_t pc, uintptr_t sp)
+{
+    uintptr_t *w = (uintptr_t *)((sp - 16) & ~(uintptr_t)15);
+    w[0] = pc;
+    w[1] = sp;
+    uc->uc_mcontext.__gregs[REG_SP] = (uintptr_t)w;
+    uc->uc_mcontext.__gregs[REG_PC] = (uintptr_t)gmp__asyncpreempt;
+}
+
+static bool arch_setup(void)
+{
+    have_v = (getauxval(AT_HWCAP) & HWCAP_V) != 0;
+    return true;
+}
+
+/* True when the signal frame holds no vector state: the stub saves f0-f31
+ * and fcsr only, and a goroutine resumed on another thread would find
+ * that thread's vector registers. A record the runtime does not know
+ * counts as state too. */
+static bool fp_state_plain(ucontext_t *uc)
+{
+    if (!have_v)
+        return true;
+    const char *p = (const char *)&uc->uc_mcontext.__fpregs + REC_FIRST;
+    for (int i = 0; i < 8; i++) {
+        const struct rec *r = (const struct rec *)(const void *)p;
+        if (r->magic == REC_END)
+            return true;
+        if (r->magic == REC_V || r->size < sizeof *r)
+            return false;
+        p += r->size;
+    }
+    return false;
+}
+
+/* The resume signal: loads the frame the stub saved into the context the
+ * kernel restores on return. tp stays the current thread's. */
+static void resume(ucontext_t *uc)
+{
+    const uint64_t *f = (const uint64_t *)UC_SP(uc);
+    unsigned long *r = uc->uc_mcontext.__gregs;
+    for (int i = 1; i < 32; i++)
+        if (i != REG_SP && i != REG_TP)
+            r[i] = f[F_X1 + i - 1];
+    memcpy(uc->uc_mcontext.__fpregs.__d.__f, &f[F_F0],
+           sizeof uc->uc_mcontext.__fpregs.__d.__f);
+    uc->uc_mcontext.__fpregs.__d.__fcsr = (uint32_t)f[F_FCSR];
+    r[REG_PC] = f[F_PC];
+    r[REG_SP] = f[F_SP];
+}
 #else
-#error "gmprt: unsupported processor (x86-64 and arm64 only)"
+#error "gmprt: unsupported processor (x86-64, arm64 and riscv64 only)"
 #endif
 
 uintptr_t gmp__uc_sp(const void *uc)
@@ -717,7 +824,7 @@ static void try_preempt(struct m *mp, ucontext_t *uc)
         gp->asyncrefused++;
         return;
     }
-#if defined(__aarch64__)
+#if defined(__aarch64__) || defined(__riscv)
     if (!fp_state_plain(uc))
         return;
 #endif
@@ -764,13 +871,14 @@ static void stall_take(struct m *mp, ucontext_t *uc)
     if (same && stk && sp >= (uintptr_t)stk->lo &&
         sp < (uintptr_t)gstack_hi(stk)) {
         uintptr_t lo = (uintptr_t)stk->lo, hi = (uintptr_t)gstack_hi(stk);
-        /* Frame pointers, as trace.c's walk: each frame's [fp] is the
-         * caller's fp and [fp + 8] its return address. */
-        while (n < GMP_STALL_FRAMES && fp >= lo &&
-               fp <= hi - 2 * sizeof(uintptr_t) &&
+        /* Frame pointers, as trace.c's walk: each frame's record (at
+         * fp + GMP_FP_RECORD, frame.h) holds the caller's fp and its
+         * return address. */
+        while (n < GMP_STALL_FRAMES && fp + GMP_FP_RECORD >= lo &&
+               fp + GMP_FP_RECORD <= hi - 2 * sizeof(uintptr_t) &&
                fp % sizeof(uintptr_t) == 0) {
-            uintptr_t next = ((uintptr_t *)fp)[0];
-            uintptr_t ret = ((uintptr_t *)fp)[1];
+            uintptr_t next = ((uintptr_t *)(fp + GMP_FP_RECORD))[0];
+            uintptr_t ret = ((uintptr_t *)(fp + GMP_FP_RECORD))[1];
             if (!ret)
                 break;
             st->pc[n++] = ret;
@@ -789,7 +897,7 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
     ucontext_t *uc = ucv;
     int saved_errno = errno;
-#if defined(__aarch64__)
+#ifdef RESUME_BY_SIGNAL
     if (UC_PC(uc) == (uintptr_t)gmp__asyncpreempt_resume)
         resume(uc);
     else
@@ -821,14 +929,14 @@ void gmp__asyncpreempt2(uint64_t *frame)
     gmp__mcall(mp, gp, SW_PREEMPT);
     __atomic_store_n(&gp->asyncframe, NULL, __ATOMIC_RELAXED);
     gmp__errno_put(saved_errno);
-#if defined(__aarch64__)
+#ifdef RESUME_BY_SIGNAL
     mp = gmp__getm();               /* maybe another thread now */
     frame[F_PID] = (uint64_t)preempt_pid;
     frame[F_TID] = (uint64_t)mp->tid;
 #endif
 }
 
-#if defined(__aarch64__)
+#ifdef RESUME_BY_SIGNAL
 void gmp__asyncpreempt_lost(void)
 {
     gmp__throw("asynchronous preemption: the resume signal was not "

@@ -738,16 +738,21 @@ static inline uint32_t gmp__fastrand(struct m *mp)
 /* One step of a spin-wait. x86: pause (tens to a hundred-odd cycles).
  * arm64: isb, not yield: yield retires in about a cycle on most cores, so
  * a spin of N yields would be over before the other thread moved, while
- * an isb waits for the pipeline to drain (tens of cycles). Spins that
- * must last a given time go by the clock (runq.c, runnext_grace). */
+ * an isb waits for the pipeline to drain (tens of cycles). riscv64:
+ * Zihintpause's pause, spelled as its encoding (fence w,0) so that any
+ * assembler takes it; a hint, so a core without the extension runs it as
+ * a fence that orders nothing. Spins that must last a given time go by
+ * the clock (runq.c, runnext_grace). */
 static inline void gmp__cpu_relax(void)
 {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("isb sy" ::: "memory");
+#elif defined(__riscv)
+    __asm__ __volatile__(".insn i 0x0f, 0, x0, x0, 0x010" ::: "memory");
 #else
-#error "gmprt: unsupported processor (x86-64 and arm64 only)"
+#error "gmprt: unsupported processor (x86-64, arm64 and riscv64 only)"
 #endif
 }
 

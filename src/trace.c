@@ -215,6 +215,26 @@ GMP_ALIGNED _Atomic int gmp__metrics_on;
 /* The line after the flag stays clear of everything else's writes. */
 static GMP_ALIGNED char metrics_pad[GMP_CACHELINE] __attribute__((unused));
 
+/* floor(log2(v)), v > 0. RISC-V without Zbb has no count-leading-zeros
+ * instruction, and gcc would call libgcc's __clzdi2, outside the
+ * runtime's code range (cmake/check_text.cmake): a binary search there,
+ * six shifts. */
+static inline int log2_u64(uint64_t v)
+{
+#if defined(__riscv) && !defined(__riscv_zbb)
+    int b = 0;
+    for (int s = 32; s > 0; s >>= 1) {
+        if (v >> s) {
+            v >>= s;
+            b += s;
+        }
+    }
+    return b;
+#else
+    return 63 - __builtin_clzll(v);
+#endif
+}
+
 void gmp__metrics_started(struct p *pp, struct g *gp)
 {
     /* Relaxed: see metrics.h; only a G's own transitions write it. */
@@ -225,7 +245,7 @@ void gmp__metrics_started(struct p *pp, struct g *gp)
     int64_t d = gmp__nanotime() + t;
     if (d < 0)
         d = 0;
-    int b = 63 - __builtin_clzll((uint64_t)d | 1);
+    int b = log2_u64((uint64_t)d | 1);
     if (b >= GMP_METRICS_LATENCY_BUCKETS)
         b = GMP_METRICS_LATENCY_BUCKETS - 1;
     /* Relaxed: owner-written statistics (struct p). */
@@ -483,18 +503,20 @@ void gmp__stall_report(struct schedt *s, int pid, const struct gmp__stall *st,
 
 /* ---- gmp_dump ------------------------------------------------------------ */
 
-/* Frame pointers from fp up, each frame [fp] = caller's fp, [fp + 8] =
- * return address, inside [lo, hi) and strictly rising. */
+/* Frame pointers from fp up, each frame's record (at fp + GMP_FP_RECORD,
+ * frame.h) = caller's fp, return address, inside [lo, hi) and strictly
+ * rising. */
 GMP_UNCHECKED_READS
 static void walk(struct wr *w, uintptr_t fp, uintptr_t lo, uintptr_t hi,
                  int depth)
 {
     for (; depth < MAX_FRAMES; depth++) {
-        if (fp < lo || fp > hi - 2 * sizeof(uintptr_t) ||
+        uintptr_t rec = fp + GMP_FP_RECORD;
+        if (rec < lo || rec > hi - 2 * sizeof(uintptr_t) ||
             fp % sizeof(uintptr_t))
             return;
-        uintptr_t next = ((volatile uintptr_t *)fp)[0];
-        uintptr_t ret = ((volatile uintptr_t *)fp)[1];
+        uintptr_t next = ((volatile uintptr_t *)rec)[0];
+        uintptr_t ret = ((volatile uintptr_t *)rec)[1];
         if (!ret)
             return;
         wputs(w, "\t");
@@ -554,6 +576,9 @@ static void walk_saved(struct wr *w, struct g *gp)
 #if defined(__x86_64__)
     uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_RET);
     uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_RBP);
+#elif defined(__riscv)
+    uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_RA);
+    uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_S0);
 #else
     uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_LR);
     uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_X29);

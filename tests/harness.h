@@ -72,8 +72,8 @@
 #define H_SANITIZED 0
 #endif
 
-/* Tests run under an emulator (qemu-user for the arm64 cross build) when
- * the build says so. */
+/* Tests run under an emulator (qemu-user for the arm64 and riscv64 cross
+ * builds) when the build says so. */
 #ifndef GMP_TEST_EMULATED
 #define GMP_TEST_EMULATED 0
 #endif

@@ -263,6 +263,13 @@ static void test_signal_segv_chain_masked_signal_after_return(void **state)
      * does (and libgc does not run under TSan: tests/real). */
     skip();
 #endif
+#if defined(__riscv) && GMP_TEST_EMULATED
+    /* qemu-riscv64 (7.2) delivers the held SIGUSR1 while SIGSEGV is still
+     * blocked, and the second page's fault kills: a plain program that
+     * does what masked_child does, with no runtime, dies the same way
+     * there, and passes natively and under qemu-aarch64. */
+    skip();
+#endif
     static const int procs[] = {1, 2, 4};
     for (int i = 0; i < 3; i++) {
         struct h_child res;

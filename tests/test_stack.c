@@ -578,9 +578,9 @@ static void test_stack_aligned_16(void **state)
 }
 
 /* The floating-point control register a goroutine owns: x86-64's MXCSR,
- * AArch64's FPCR. RC_MASK selects the rounding-mode field, RC_UP its
- * value for rounding towards +infinity; 0 in that field is round to
- * nearest, the default. */
+ * AArch64's FPCR, RISC-V's fcsr. RC_MASK selects the rounding-mode
+ * field, RC_UP its value for rounding towards +infinity; 0 in that field
+ * is round to nearest, the default. */
 #if defined(__x86_64__)
 #define FP_RC_MASK 0x6000u
 #define FP_RC_UP   0x4000u
@@ -598,6 +598,19 @@ static unsigned fpctl_get(void)
 static void fpctl_set(unsigned v)
 {
     __asm__ __volatile__("msr fpcr, %0" ::"r"((uint64_t)v));
+}
+#elif defined(__riscv)
+#define FP_RC_MASK (7u << 5)        /* fcsr's frm */
+#define FP_RC_UP   (3u << 5)        /* RUP */
+static unsigned fpctl_get(void)
+{
+    unsigned long v;
+    __asm__ __volatile__("frcsr %0" : "=r"(v));
+    return (unsigned)v;
+}
+static void fpctl_set(unsigned v)
+{
+    __asm__ __volatile__("fscsr %0" ::"r"((unsigned long)v));
 }
 #endif
 
@@ -707,8 +720,9 @@ static void regs_fn(void *arg)
 }
 
 /* Every callee-saved register (x86-64: rbx, r12-r15; AArch64: x19-x28,
- * d8-d15) holds a goroutine-specific value across hundreds of switches
- * while other goroutines hold theirs, on 1, 2 and 4 Ps. */
+ * d8-d15; RISC-V: s1-s11, fs0-fs11) holds a goroutine-specific value
+ * across hundreds of switches while other goroutines hold theirs, on 1, 2
+ * and 4 Ps. */
 static void test_stack_callee_saved_registers_survive_switches(void **state)
 {
     static const int procs[] = {1, 2, 4};

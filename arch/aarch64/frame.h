@@ -49,6 +49,10 @@
 #define GMP_APF_PC    100
 #define GMP_APF_WORDS 102
 
+/* A frame pointer points at its frame's record: the caller's frame
+ * pointer, then the return address (riscv64/frame.h differs). */
+#define GMP_FP_RECORD 0
+
 #define GMP_CTX_FPCR_DEFAULT 0
 
 #ifndef __ASSEMBLER__

@@ -37,6 +37,10 @@
 #define GMP_APF_PC    16
 #define GMP_APF_WORDS 17
 
+/* A frame pointer points at its frame's record: the caller's frame
+ * pointer, then the return address (riscv64/frame.h differs). */
+#define GMP_FP_RECORD 0
+
 /* Power-on defaults: all exceptions masked, round to nearest; x87 at
  * extended precision. A new context starts with these. */
 #define GMP_CTX_MXCSR_DEFAULT 0x1f80

@@ -33,7 +33,8 @@
 # memory, so they follow the runtime as it changes; the program needs to
 # carry gmprt's debug info (any -g build: the default RelWithDebInfo is).
 #
-# Works on x86-64 and AArch64 Linux.
+# Works on x86-64 and AArch64 Linux; the RISC-V 64 layout is there too,
+# not yet tried under a debugger (CI runs riscv64 under qemu-user only).
 
 import struct
 
@@ -58,6 +59,8 @@ _FRAME_FALLBACK = {
                 "rbx": 0x28, "rbp": 0x30, "pc": 0x38}, 0x40),
     "aarch64": (dict([("x%d" % (19 + i), 0x40 + 8 * i) for i in range(10)]
                      + [("x29", 0x90), ("x30", 0x98), ("pc", 0x98)]), 0xb0),
+    "riscv64": (dict([("s%d" % i, 0x08 + 8 * i) for i in range(12)]
+                     + [("ra", 0x00), ("pc", 0x00)]), 0xd0),
 }
 # Registers that tell the kernel whether to restart a system call the
 # thread was stopped in; saved and put back after the others, in case a
@@ -80,6 +83,8 @@ def _arch():
         return "x86_64"
     if "aarch64" in name:
         return "aarch64"
+    if "riscv:rv64" in name:
+        return "riscv64"
     raise gdb.GdbError("gmprt-gdb: unsupported architecture %s" % name)
 
 
@@ -140,6 +145,11 @@ def _frame_layout(arch):
             regs = dict((r, off[r]) for r in
                         ("r15", "r14", "r13", "r12", "rbx", "rbp"))
             regs["pc"] = off["ret"]
+        elif arch == "riscv64":
+            s = off["s"]
+            regs = dict(("s%d" % i, s + 8 * i) for i in range(12))
+            regs["ra"] = off["ra"]
+            regs["pc"] = off["ra"]
         else:
             x = off["x"]
             regs = dict(("x%d" % (19 + i), x + 8 * i) for i in range(10))
