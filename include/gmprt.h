@@ -368,9 +368,10 @@ GMP_EXTERN void gmp_syscall_exit(void);
  * switch (gmp_syscall_exit, gmp_yield, a wait), and after a preemption
  * (see Preemption below): thread-local variables,
  * errno among them, then belong to the new thread. errno is carried
- * across gmp_syscall_exit, but read it through a fresh call: glibc
- * declares __errno_location const, so a compiler may reuse the address of
- * errno it computed earlier in the same function, on the old thread.
+ * across gmp_syscall_exit, but read it through a fresh call: glibc and
+ * musl declare __errno_location const, so a compiler may reuse the
+ * address of errno it computed earlier in the same function, on the old
+ * thread.
  * Wraps one call that returns a value, e.g.
  *     ssize_t n = GMP_SYSCALL(read(fd, buf, len));
  * (a GNU C statement expression: gcc and clang). */

@@ -77,8 +77,9 @@ __attribute__((visibility("hidden"))) extern struct gmp__libc gmp__libc;
  * must not switch, and the preemption signal cannot tell it from the
  * program's own code: it would stop a goroutine there. libc's, and the
  * vDSO under it, are never stopped. Where dlsym finds nothing (a static
- * binary) the plain symbol stays. Not in struct gmp__libc: the hooks
- * leave the clock alone.
+ * binary) the plain symbol stays, the program's if it has one; there the
+ * signal is off anyway (src/preempt.c). Not in struct gmp__libc: the
+ * hooks leave the clock alone.
  */
 __attribute__((visibility("hidden"))) extern int (*_Atomic gmp__clock_gettime)(
     clockid_t, struct timespec *);

@@ -4,11 +4,19 @@
  * so it is only for short critical sections that never switch.
  */
 #include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+/* The kernel's headers (Debian: linux-libc-dev) are outside musl-gcc's
+ * search path: there the two operations, fixed by the system call's ABI,
+ * are spelled out. */
+#if __has_include(<linux/futex.h>)
+#include <linux/futex.h>
+#else
+#define FUTEX_WAIT_PRIVATE (0 | 128)    /* FUTEX_WAIT | FUTEX_PRIVATE_FLAG */
+#define FUTEX_WAKE_PRIVATE (1 | 128)    /* FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
+#endif
 
 #include "runtime.h"
 #include "timer.h"             /* gmp__deadline */

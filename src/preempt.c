@@ -185,13 +185,19 @@ static _Atomic bool async_on;
 /* System libraries: code that may hold a lock (malloc's, stdio's, the
  * loader's, a sanitizer's) or run with state a switch would break. Matched
  * against the start of the file name. Excluded under every setting; the
- * list matters only when the setting names them or says "*". */
+ * list matters only when the setting names them or says "*". The first
+ * LIBC_NAMES are the C library: glibc's libc.so.6, and musl's, which is
+ * its own dynamic loader and which dl_iterate_phdr names as the program's
+ * interpreter (ld-musl-<arch>.so.1; libc.musl-<arch>.so.1 on Alpine) or,
+ * run as a command, by the name it was run as (libc.so among them). */
 static const char *const sys_libs[] = {
-    "libc.so", "ld-linux", "ld64.so", "libpthread.so", "libdl.so",
+    "libc.so", "ld-musl-", "libc.musl-",
+    "ld-linux", "ld64.so", "libpthread.so", "libdl.so",
     "librt.so", "libm.so", "libresolv.so", "libgcc_s.so", "libstdc++.so",
     "libatomic.so", "libasan.so", "libtsan.so", "libubsan.so", "liblsan.so",
     "libhwasan.so",
 };
+#define LIBC_NAMES 3
 
 static const char *base_name(const char *name)
 {
@@ -199,13 +205,24 @@ static const char *base_name(const char *name)
     return slash ? slash + 1 : name ? name : "";
 }
 
-static bool is_sys_lib(const char *name)
+/* Whether the file name starts with one of the first n of sys_libs. */
+static bool sys_lib_in(const char *name, size_t n)
 {
     const char *base = base_name(name);
-    for (size_t i = 0; i < sizeof sys_libs / sizeof *sys_libs; i++)
+    for (size_t i = 0; i < n; i++)
         if (strncmp(base, sys_libs[i], strlen(sys_libs[i])) == 0)
             return true;
     return false;
+}
+
+static bool is_sys_lib(const char *name)
+{
+    return sys_lib_in(name, sizeof sys_libs / sizeof *sys_libs);
+}
+
+static bool is_libc(const char *name)
+{
+    return sys_lib_in(name, LIBC_NAMES);
 }
 
 /* Whether the setting has the entry want exactly. */
@@ -370,7 +387,7 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *data)
         return 0;
     }
     if (is_vdso(info) || is_sys_lib(name)) {
-        if (strncmp(base_name(name), "libc.so", 7) == 0)
+        if (is_libc(name))
             st->have_libc = true;
         add_code(&t->excl, info, &st->overflow);
         return 0;
@@ -381,7 +398,11 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 /* Fills t from the objects loaded now. Returns whether libc is one of
- * them (not linked into the program). Context: a builder, or setup. */
+ * them. When it is not, libc is linked into the program statically (in a
+ * static binary, glibc's or musl's dl_iterate_phdr reports the program
+ * alone), and its malloc and stdio, holding their locks, are the
+ * program's code to the policy: scan_setup turns the signal off. Context:
+ * a builder, or setup. */
 static bool build(struct pctable *t, struct scan_state *st)
 {
     memset(t, 0, sizeof *t);

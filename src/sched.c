@@ -57,6 +57,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runtime.h"
 #include "exectrace.h"

@@ -30,6 +30,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -559,15 +560,22 @@ void gmp__signals_restore(void)
 
 /* The signal stack's size: 64 KiB for the handler, plus what the kernel
  * needs for the signal frame on this machine, which arm64's SVE and SME
- * register state can make larger than the old constant SIGSTKSZ. */
+ * register state can make larger than the old constant SIGSTKSZ. glibc
+ * gives that as sysconf(_SC_MINSIGSTKSZ); musl has no such name, and
+ * the kernel's own figure comes from the auxiliary vector (Linux 5.14 and
+ * later; 0 before, where SIGSTKSZ stands). */
 static size_t altstack_size(void)
 {
     size_t frame = SIGSTKSZ;
-#ifdef _SC_MINSIGSTKSZ
+#if defined(_SC_MINSIGSTKSZ)
     long k = sysconf(_SC_MINSIGSTKSZ);
+#elif defined(AT_MINSIGSTKSZ)
+    long k = (long)getauxval(AT_MINSIGSTKSZ);
+#else
+    long k = 0;
+#endif
     if (k > 0 && (size_t)k > frame)
         frame = (size_t)k;
-#endif
     return ALTSTACK_MIN + frame;
 }
 

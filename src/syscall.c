@@ -24,8 +24,8 @@
 /* errno lives in thread-local storage, and a G may leave gmp_syscall_exit
  * on another thread than it entered: the value is carried across, and
  * written back through a call the compiler cannot merge with the read
- * (glibc declares __errno_location const, so a location computed before
- * the switch could be reused after it). */
+ * (glibc and musl both declare __errno_location const, so a location
+ * computed before the switch could be reused after it). */
 __attribute__((noinline)) void gmp__errno_put(int e)
 {
     errno = e;

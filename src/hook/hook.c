@@ -50,6 +50,13 @@
 
 /* ---- The C library's functions -------------------------------------------- */
 
+/* ioctl's request: unsigned long in glibc, int in musl (POSIX's). */
+#if defined(__GLIBC__)
+typedef unsigned long ioctl_req;
+#else
+typedef int ioctl_req;
+#endif
+
 /* The runtime's table (libc.h) and the rest the hooks call through. */
 static struct gmp__libc lc;
 static struct {
@@ -61,7 +68,7 @@ static struct {
     int (*dup)(int);
     int (*dup2)(int, int);
     int (*dup3)(int, int, int);
-    int (*ioctl)(int, unsigned long, ...);
+    int (*ioctl)(int, ioctl_req, ...);
     int (*setsockopt)(int, int, int, const void *, socklen_t);
     int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
     int (*pselect)(int, fd_set *, fd_set *, fd_set *,
@@ -101,10 +108,11 @@ static void *next(const char *name)
     return f;
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__GLIBC__)
 /* pthread_cond_wait and its kin have two versions in glibc on x86-64
  * (dlsym may give the old one); the default one is what a program linked
- * today calls. */
+ * today calls. musl has one of each, and no dlvsym. */
+#define HOOK_COND_VERSIONED 1
 static void *next_v(const char *name, const char *ver)
 {
     void *f = dlvsym(RTLD_NEXT, name, ver);
@@ -143,7 +151,7 @@ static void resolve(void)
     X(spin_trylock, "pthread_spin_trylock");
     X(spin_unlock, "pthread_spin_unlock");
 #undef X
-#if defined(__x86_64__)
+#if defined(HOOK_COND_VERSIONED)
     lx.cond_wait = next_v("pthread_cond_wait", "GLIBC_2.3.2");
     lx.cond_timedwait = next_v("pthread_cond_timedwait", "GLIBC_2.3.2");
 #else
@@ -790,8 +798,9 @@ EXPORT int dup3(int old, int fd, int flags)
     return r;
 }
 
-/* fcntl and fcntl64: the program sees the blocking mode it asked for. The
- * third argument is an int or a pointer; both travel in one register. */
+/* fcntl (and glibc's fcntl64): the program sees the blocking mode it
+ * asked for. The third argument is an int or a pointer; both travel in
+ * one register. */
 static int h_fcntl(int fd, int cmd, unsigned long arg)
 {
     ready();
@@ -832,6 +841,7 @@ EXPORT int fcntl(int fd, int cmd, ...)
     return h_fcntl(fd, cmd, arg);
 }
 
+#if defined(__GLIBC__)
 EXPORT int fcntl64(int fd, int cmd, ...)
 {
     va_list ap;
@@ -840,8 +850,9 @@ EXPORT int fcntl64(int fd, int cmd, ...)
     va_end(ap);
     return h_fcntl(fd, cmd, arg);
 }
+#endif
 
-EXPORT int ioctl(int fd, unsigned long req, ...)
+EXPORT int ioctl(int fd, ioctl_req req, ...)
 {
     ready();
     va_list ap;
@@ -1322,7 +1333,10 @@ EXPORT int pthread_spin_unlock(pthread_spinlock_t *sl)
 
 /* Programs built with _FORTIFY_SOURCE (Debian's packages are) call these
  * where the buffer's size is known. An overflow goes to the C library's
- * own check, which aborts; the rest is the plain call. */
+ * own check, which aborts; the rest is the plain call. glibc's names, as
+ * are the *64 ones below (musl has neither: its headers make pread64
+ * pread). */
+#if defined(__GLIBC__)
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t size)
 {
     if (n > size) {
@@ -1400,3 +1414,4 @@ EXPORT int __ppoll_chk(struct pollfd *p, nfds_t n, const struct timespec *ts,
     }
     return ppoll(p, n, ts, mask);
 }
+#endif /* __GLIBC__ */
