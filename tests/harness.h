@@ -79,6 +79,75 @@
 #endif
 #define H_SLOW (H_SANITIZED || GMP_TEST_EMULATED)
 
+/* A fully static test binary (GMP_STATIC_PROGRAMS): no dynamic loader,
+ * so dlsym and dladdr find nothing, dumps name no functions, and
+ * asynchronous preemption is off (libc is the program's code). */
+#ifndef GMP_TEST_STATIC
+#define GMP_TEST_STATIC 0
+#endif
+#define H_STATIC GMP_TEST_STATIC
+
+/* No preemption by signal in this build (src/preempt.c): TSan, or a
+ * static binary. A loop there stops only at a runtime call. */
+#if defined(H_TSAN) || H_STATIC
+#define H_NO_ASYNC 1
+#else
+#define H_NO_ASYNC 0
+#endif
+
+#define SKIP_IF_STATIC(why)                                                 \
+    do {                                                                    \
+        if (H_STATIC) {                                                     \
+            print_message("static binary: %s\n", why);                     \
+            skip();                                                         \
+        }                                                                   \
+    } while (0)
+
+/* The start line of a goroutine started as fn in a dump (src/trace.c),
+ * up to its argument: "started as fn(", where dladdr names the test's
+ * own functions (ENABLE_EXPORTS); in a static binary, which has no
+ * dynamic symbols, fn's address. H_STARTED_AS(fn).s is the text. */
+struct h_started {
+    char s[128];
+};
+
+static H_UNUSED struct h_started h_started_as(void (*fn)(void *),
+                                              const char *name)
+{
+    struct h_started t;
+#if H_STATIC
+    (void)name;
+    snprintf(t.s, sizeof t.s, "started as %#lx(", (unsigned long)(uintptr_t)fn);
+#else
+    (void)fn;
+    snprintf(t.s, sizeof t.s, "started as %s(", name);
+#endif
+    return t;
+}
+#define H_STARTED_AS(fn) h_started_as((fn), #fn)
+
+/* A test that stands in for a C library function f: its definition is
+ * H_WRAP(f) and it calls the C library's through a pointer that
+ * H_REAL(ptr, f) fills. Dynamically linked, the definition is f itself
+ * (a program's symbol wins over a shared library's, for the runtime's
+ * calls too) and the C library's comes from dlsym(RTLD_NEXT). A static
+ * program has no loader to ask, and a definition of f there would keep
+ * the C library's out of the link: it is linked with --wrap=f
+ * (tests/CMakeLists.txt), every call to f goes to __wrap_f, and __real_f
+ * is the C library's. */
+#if H_STATIC
+#define H_WRAP(f) __wrap_##f
+#define H_REAL(ptr, f)                                                      \
+    do {                                                                    \
+        extern __typeof__(f) __real_##f;                                    \
+        (ptr) = __real_##f;                                                 \
+    } while (0)
+#else
+#include <dlfcn.h>
+#define H_WRAP(f) f
+#define H_REAL(ptr, f) (*(void **)&(ptr) = dlsym(RTLD_NEXT, #f))
+#endif
+
 /* Sanitized builds run 5-15x slower: counts shrink a hundredfold there
  * (10^6 becomes 10^4), never below 1. Emulated ones keep their counts:
  * qemu-user runs this code only a few times slower than the host. */

@@ -23,14 +23,14 @@ static _Atomic int64_t done;
 static gmp_mutex_t mu = GMP_MUTEX_INIT;
 static int64_t shared;
 
-/* A CPU-bound loop: preempted by signal, or (TSan, where the signal is
- * off) at the runtime call it makes every 1024 rounds. */
+/* A CPU-bound loop: preempted by signal, or (H_NO_ASYNC, where the
+ * signal is off) at the runtime call it makes every 1024 rounds. */
 static void spinner(void *arg)
 {
     (void)arg;
     for (int64_t n = 0; !atomic_load_explicit(&spin_stop,
                                               memory_order_relaxed); n++) {
-#if defined(H_TSAN)
+#if H_NO_ASYNC
         if (n % 1024 == 0)
             (void)gmp_nanotime();
 #else

@@ -13,7 +13,6 @@
  */
 #include "harness.h"
 
-#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include "runtime.h"
@@ -34,13 +33,13 @@ static void create_arm(int pass, int fail)
 
 #if !defined(H_TSAN)
 #define H_CAN_FAIL_THREADS 1
-int pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                   void *(*fn)(void *), void *arg)
+int H_WRAP(pthread_create)(pthread_t *t, const pthread_attr_t *attr,
+                           void *(*fn)(void *), void *arg)
 {
     static int (*real)(pthread_t *, const pthread_attr_t *,
                        void *(*)(void *), void *);
     if (!real)
-        *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+        H_REAL(real, pthread_create);
     if (atomic_load(&create_fail) != 0) {
         if (atomic_load(&create_pass) > 0) {
             atomic_fetch_sub(&create_pass, 1);

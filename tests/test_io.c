@@ -39,7 +39,6 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -773,9 +772,9 @@ static void test_io_deadlines(void **state)
 
 /* ---- Name resolution --------------------------------------------------------
  * This file's getaddrinfo and getnameinfo stand in for the C library's
- * (an executable's definition wins over a shared library's): while the
- * gate is shut each caller counts itself in and waits on it, a plain
- * blocking wait of its thread; then it calls the real one. */
+ * (H_WRAP, harness.h): while the gate is shut each caller counts itself
+ * in and waits on it, a plain blocking wait of its thread; then it calls
+ * the real one. */
 
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
@@ -799,15 +798,16 @@ static int (*real_gai)(const char *, const char *, const struct addrinfo *,
 static int (*real_gni)(const struct sockaddr *, socklen_t, char *, socklen_t,
                        char *, socklen_t, int);
 
-int getaddrinfo(const char *node, const char *service,
-                const struct addrinfo *hints, struct addrinfo **res)
+int H_WRAP(getaddrinfo)(const char *node, const char *service,
+                        const struct addrinfo *hints, struct addrinfo **res)
 {
     gate();
     return real_gai(node, service, hints, res);
 }
 
-int getnameinfo(const struct sockaddr *sa, socklen_t salen, char *host,
-                socklen_t hostlen, char *serv, socklen_t servlen, int flags)
+int H_WRAP(getnameinfo)(const struct sockaddr *sa, socklen_t salen,
+                        char *host, socklen_t hostlen, char *serv,
+                        socklen_t servlen, int flags)
 {
     gate();
     return real_gni(sa, salen, host, hostlen, serv, servlen, flags);
@@ -973,8 +973,8 @@ static void test_io_fd_closed_behind_the_runtimes_back(void **state)
 
 int main(void)
 {
-    *(void **)&real_gai = dlsym(RTLD_NEXT, "getaddrinfo");
-    *(void **)&real_gni = dlsym(RTLD_NEXT, "getnameinfo");
+    H_REAL(real_gai, getaddrinfo);
+    H_REAL(real_gni, getnameinfo);
     if (!real_gai || !real_gni)
         return 1;
     const struct CMUnitTest t[] = {

@@ -36,7 +36,7 @@ static _Atomic int spin_stop;
 static int nspin;
 static gmp_wg_t spin_wg;
 
-/* Without preemption by signal (TSan builds) only a runtime call stops a
+/* Without preemption by signal (H_NO_ASYNC) only a runtime call stops a
  * loop: there the spinners make one (gmp_nanotime checks the mark on
  * entry) every 1024 rounds. Relaxed: counters read by the test thread. */
 static void spinner(void *arg)
@@ -44,7 +44,7 @@ static void spinner(void *arg)
     _Atomic int64_t *c = arg;
     while (!atomic_load_explicit(&spin_stop, memory_order_relaxed)) {
         int64_t n = atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-#if defined(H_TSAN)
+#if H_NO_ASYNC
         if (n % 1024 == 0)
             (void)gmp_nanotime();
 #else

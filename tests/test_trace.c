@@ -318,7 +318,10 @@ static void test_dump_lists_parked_goroutines(void **state)
     const char *e0 = entry_of(text, w0.id);
     const char *end0 = strstr(e0, "\n\n");
     assert_non_null(end0);
-    const char *start0 = strstr(e0, "started as trace_parked_receiver(0x2a)");
+    char want[160];
+    snprintf(want, sizeof want, "%s0x2a)",
+             H_STARTED_AS(trace_parked_receiver).s);
+    const char *start0 = strstr(e0, want);
     assert_non_null(start0);
     assert_true(start0 < end0);
     /* At least one frame between the header and the start line. */
@@ -326,7 +329,9 @@ static void test_dump_lists_parked_goroutines(void **state)
     assert_non_null(frame);
     assert_true(frame < start0);
     const char *e1 = entry_of(text, w1.id);
-    const char *start1 = strstr(e1, "started as trace_parked_locker(0x2b)");
+    snprintf(want, sizeof want, "%s0x2b)",
+             H_STARTED_AS(trace_parked_locker).s);
+    const char *start1 = strstr(e1, want);
     assert_non_null(start1);
     assert_true(start1 < strstr(e1, "\n\n"));
     free(text);
@@ -385,6 +390,7 @@ void trace_ponger(void *arg)
 static int check_entries(const char *text)
 {
     int pingers = 0;
+    struct h_started pinger = H_STARTED_AS(trace_pinger);
     for (const char *e = strstr(text, "goroutine "); e;
          e = strstr(e + 1, "\ngoroutine ")) {
         const char *end = strstr(e, "\n\n");
@@ -392,7 +398,7 @@ static int check_entries(const char *text)
         const char *start = strstr(e, "\nstarted as ");
         assert_non_null(start);
         assert_true(start < end);
-        if (strncmp(start, "\nstarted as trace_pinger(", 25) == 0)
+        if (strncmp(start + 1, pinger.s, strlen(pinger.s)) == 0)
             pingers++;
     }
     return pingers;
@@ -614,7 +620,7 @@ static void test_sigquit_dumps_and_exits_2(void **state)
     if (!e)
         print_error("no entry for goroutine %llu:\n%s\n", id, res.err);
     assert_non_null(e);
-    assert_non_null(strstr(e, "started as trace_child_receiver("));
+    assert_non_null(strstr(e, H_STARTED_AS(trace_child_receiver).s));
 }
 
 /* SIGQUIT while another goroutine keeps making goroutines, so the dump
@@ -702,8 +708,9 @@ static void test_sigquit_while_goroutines_are_made(void **state)
         assert_null(strstr(res.err, "ThreadSanitizer"));
         /* The report is cut at the harness's buffer: the creator and some
          * leaves come early, from the first slab's first carves. */
-        assert_non_null(strstr(res.err, "started as trace_child_creator("));
-        assert_non_null(strstr(res.err, "started as trace_child_leaf("));
+        assert_non_null(strstr(res.err,
+                               H_STARTED_AS(trace_child_creator).s));
+        assert_non_null(strstr(res.err, H_STARTED_AS(trace_child_leaf).s));
     }
 }
 
