@@ -1,11 +1,11 @@
 # Native build against musl libc with musl-gcc, the wrapper of Debian's
 # and Ubuntu's musl-tools, dynamically linked, or fully static with
 # -DGMP_STATIC_PROGRAMS=ON. cmocka must be built for musl too (Debian
-# packages it for glibc only): .ci/musl-cmocka builds it from Debian's
+# packages it for glibc only): .ci/cmocka builds it from Debian's
 # source package into a prefix, named here with CMAKE_PREFIX_PATH:
 #
 #   apt-get install musl-tools dpkg-dev    # and a deb-src line for main
-#   .ci/musl-cmocka build-musl/cmocka
+#   .ci/cmocka cmake/musl.cmake build-musl/cmocka
 #   cmake -B build-musl -DCMAKE_TOOLCHAIN_FILE=cmake/musl.cmake \
 #         -DCMAKE_PREFIX_PATH=$PWD/build-musl/cmocka [-DGMP_STATIC_PROGRAMS=ON]
 #   cmake --build build-musl -j && ctest --test-dir build-musl

@@ -2,16 +2,16 @@
 # toolchain, tests run under qemu-user. On Debian/Ubuntu:
 #
 #   apt-get install gcc-riscv64-linux-gnu libc6-dev-riscv64-cross qemu-user
+#   .ci/cmocka cmake/riscv64-linux-gnu.cmake build-riscv64/cmocka
 #   cmake -B build-riscv64 -DCMAKE_TOOLCHAIN_FILE=cmake/riscv64-linux-gnu.cmake \
-#         -DCMAKE_PREFIX_PATH=<where a riscv64 cmocka is installed>
+#         -DCMAKE_PREFIX_PATH=$PWD/build-riscv64/cmocka
 #   cmake --build build-riscv64 -j && ctest --test-dir build-riscv64
 #
 # The compiler links against its own sysroot (/usr/riscv64-linux-gnu), and
 # qemu takes the loader and libc from there too (-L): Debian 12 has no
-# riscv64 multiarch packages. Nor has it a riscv64 cmocka: .ci/run builds
-# one from Debian's source package with this file and installs it under
-# the build directory, whose prefix CMAKE_PREFIX_PATH then names (the
-# tests' run path points there). ctest runs every test through
+# riscv64 multiarch packages. Nor has it a riscv64 cmocka: .ci/cmocka
+# builds one from Debian's source package with this file into a prefix,
+# which CMAKE_PREFIX_PATH then names (the tests' run path points there). ctest runs every test through
 # CMAKE_CROSSCOMPILING_EMULATOR.
 
 set(CMAKE_SYSTEM_NAME Linux)
