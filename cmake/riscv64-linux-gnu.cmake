@@ -11,8 +11,8 @@
 # qemu takes the loader and libc from there too (-L): Debian 12 has no
 # riscv64 multiarch packages. Nor has it a riscv64 cmocka: .ci/cmocka
 # builds one from Debian's source package with this file into a prefix,
-# which CMAKE_PREFIX_PATH then names (the tests' run path points there). ctest runs every test through
-# CMAKE_CROSSCOMPILING_EMULATOR.
+# which CMAKE_PREFIX_PATH then names (the tests' run path points there).
+# ctest runs every test through CMAKE_CROSSCOMPILING_EMULATOR.
 
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR riscv64)
