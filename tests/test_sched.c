@@ -646,6 +646,11 @@ int main(void)
 
     const struct CMUnitTest one[] = {
         COMMON,
+    };
+    /* The orders these check are gmp_yield's and gmp_go's; a goroutine
+     * preempted by signal (its thread descheduled past a slice, on a
+     * loaded machine) goes behind the others too and shifts them. */
+    const struct CMUnitTest order[] = {
         cmocka_unit_test(test_sched_yield_alternates_on_one_p),
         cmocka_unit_test(test_sched_runnext_runs_newest_first),
         cmocka_unit_test(test_sched_yield_lets_spawned_run),
@@ -658,6 +663,8 @@ int main(void)
         cmocka_unit_test(test_sched_goroutines_run_in_parallel),
     };
     return cmocka_run_group_tests_name("sched procs=1", one, h_up_1, h_down)
+         + cmocka_run_group_tests_name("sched order procs=1", order,
+                                       h_up_nopreempt_1, h_down)
          + cmocka_run_group_tests_name("sched procs=2", many, h_up_2, h_down)
          + cmocka_run_group_tests_name("sched procs=4", many, h_up_4, h_down)
          + cmocka_run_group_tests_name("sched procs=8", many, h_up_8, h_down)
