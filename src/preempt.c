@@ -68,10 +68,8 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
+#include "interrupt.h"
 #include "runtime.h"
 #include "sigchain.h"
 #include "timer.h"
@@ -90,22 +88,9 @@
 /* Markers around the library's code (arch/text_begin.S, text_end.S). */
 extern const char gmp__text_begin[] GMP_HIDDEN;
 extern const char gmp__text_end[] GMP_HIDDEN;
-/* The stub (arch/<arch>/preempt.S). */
-GMP_HIDDEN void gmp__asyncpreempt(void);
-GMP_HIDDEN void gmp__asyncpreempt2(uint64_t *frame);
-/* arm64 and RISC-V go back to the interrupted code by a second signal
- * (see above). */
-#if defined(__aarch64__) || defined(__riscv)
-#define RESUME_BY_SIGNAL 1
-extern const char gmp__asyncpreempt_resume[] GMP_HIDDEN;
+/* Called by a stub that goes back by signalling its own thread
+ * (arch/aarch64/preempt.S) when that signal was not delivered. */
 GMP_HIDDEN _Noreturn void gmp__asyncpreempt_lost(void);
-#endif
-
-#if defined(__x86_64__)
-/* Bytes of the xsave area for the features the OS enabled (CPUID 0xD),
- * rounded up to 64; read by the stub. */
-GMP_HIDDEN size_t gmp__xsave_size;
-#endif
 
 /* ---- Where a signal may stop a goroutine ------------------------------
  *
@@ -517,304 +502,6 @@ static bool scan_setup(const char *objs)
     return libc && !static_sanitizer();
 }
 
-/* ---- Context access ------------------------------------------------------ */
-
-#if defined(__x86_64__)
-#define UC_PC(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RIP])
-#define UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RSP])
-#define UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RBP])
-
-static size_t stub_stack_need(void)
-{
-    return 128 + 8 + 16 * 8 + 64 + gmp__xsave_size + PREEMPT_STACK_SLACK;
-}
-
-static void redirect(ucontext_t *uc, uintptr_t pc, uintptr_t sp)
-{
-    sp -= 128 + 8;
-    *(uintptr_t *)sp = pc;
-    uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp;
-    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)gmp__asyncpreempt;
-}
-
-/* The stub saves with xsave: it needs the OS to have enabled it. */
-static bool arch_setup(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
-        return false;
-    if (!__get_cpuid_count(0xd, 0, &a, &b, &c, &d) || b < 576)
-        return false;
-    gmp__xsave_size = ((size_t)b + 63) & ~(size_t)63;
-    return true;
-}
-
-#elif defined(__aarch64__)
-#define UC_PC(uc) ((uintptr_t)(uc)->uc_mcontext.pc)
-#define UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.sp)
-#define UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.regs[29])
-
-/* The stub's frame (preempt.S): x0-x30, nzcv, fpsr, fpcr, q0-q31, then
- * pid and tid for the resume signal; above it the handler's two words,
- * the interrupted PC and sp. In 8-byte words. */
-enum {
-    F_X0 = 0, F_NZCV = 31, F_FPSR = 32, F_FPCR = 33, F_Q0 = 34,
-    F_PID = 98, F_TID = 99, F_PC = 100, F_SP = 101,
-};
-_Static_assert(GMP_APF_FP == F_X0 + 29 && GMP_APF_PC == F_PC &&
-                   GMP_APF_WORDS == F_SP + 1,
-               "frame.h's GMP_APF_* describe this frame");
-
-/* Signal frame records (the kernel's asm/sigcontext.h, spelled out:
- * older headers lack some of them). */
-struct rec {
-    uint32_t magic, size;
-};
-#define REC_FPSIMD 0x46508001u
-#define REC_SVE    0x53564501u
-#define REC_ZA     0x54366345u
-#define REC_ZT     0x5a544e01u
-#define REC_EXTRA  0x45585401u
-#define REC_SVE_FLAG_SM  1u
-
-struct fpsimd_rec {
-    struct rec head;
-    uint32_t   fpsr, fpcr;
-    __uint128_t vregs[32];
-};
-struct sve_rec {
-    struct rec head;
-    uint16_t   vl, flags, reserved[2];
-    /* registers at offset 16: z0-z31 (vl bytes each), p0-p15 and ffr
-     * (vl / 8 bytes each) */
-};
-struct extra_rec {
-    struct rec head;
-    uint64_t   datap;
-    uint32_t   size, reserved[3];
-};
-
-static size_t stub_stack_need(void)
-{
-    return 16 + 800 + PREEMPT_STACK_SLACK;
-}
-
-static void redirect(ucontext_t *uc, uintptr_t pc, uintptr_t sp)
-{
-    uintptr_t *w = (uintptr_t *)(sp - 16);
-    w[0] = pc;
-    w[1] = sp;
-    uc->uc_mcontext.sp = (uintptr_t)w;
-    uc->uc_mcontext.pc = (uintptr_t)gmp__asyncpreempt;
-}
-
-static bool arch_setup(void)
-{
-    return true;
-}
-
-/* Finds the records the kernel put in the signal frame. */
-static void find_recs(ucontext_t *uc, struct fpsimd_rec **fp,
-                      struct sve_rec **sve, struct rec **za, struct rec **zt)
-{
-    *fp = NULL;
-    *sve = NULL;
-    *za = *zt = NULL;
-    char *p = (char *)uc->uc_mcontext.__reserved;
-    char *end = p + sizeof uc->uc_mcontext.__reserved;
-    while (p + sizeof(struct rec) <= end) {
-        struct rec *r = (struct rec *)(void *)p;
-        if (r->magic == 0 || r->size < sizeof *r)
-            break;
-        switch (r->magic) {
-        case REC_FPSIMD: *fp = (struct fpsimd_rec *)r; break;
-        case REC_SVE:    *sve = (struct sve_rec *)r; break;
-        case REC_ZA:     *za = r; break;
-        case REC_ZT:     *zt = r; break;
-        case REC_EXTRA: {
-            struct extra_rec *x = (struct extra_rec *)r;
-            p = (char *)(uintptr_t)x->datap;
-            end = p + x->size;
-            continue;
-        }
-        default: break;
-        }
-        p += r->size;
-    }
-}
-
-/* True when the SVE record holds nothing the SIMD registers do not: Z
- * bits above 128, every P register and FFR all zero. */
-static bool sve_plain(const struct sve_rec *sve)
-{
-    if (!sve || sve->head.size <= sizeof *sve)
-        return true;                /* no SVE register payload */
-    if (sve->flags & REC_SVE_FLAG_SM)
-        return false;               /* streaming mode */
-    size_t vl = sve->vl;
-    const unsigned char *z = (const unsigned char *)sve + 16;
-    for (int n = 0; n < 32; n++)
-        for (size_t i = 16; i < vl; i++)
-            if (z[n * vl + i])
-                return false;
-    const unsigned char *pr = z + 32 * vl;
-    for (size_t i = 0; i < 17 * (vl / 8); i++)
-        if (pr[i])
-            return false;
-    return true;
-}
-
-static bool fp_state_plain(ucontext_t *uc)
-{
-    struct fpsimd_rec *fp;
-    struct sve_rec *sve;
-    struct rec *za, *zt;
-    find_recs(uc, &fp, &sve, &za, &zt);
-    if (!fp)
-        return false;
-    if (za && za->size > 16)
-        return false;               /* SME's ZA array is live */
-    if (zt && zt->size > 16)
-        return false;
-    return sve_plain(sve);
-}
-
-/* The resume signal: loads the frame the stub saved into the context the
- * kernel restores on return. */
-static void resume(ucontext_t *uc)
-{
-    const uint64_t *f = (const uint64_t *)uc->uc_mcontext.sp;
-    for (int i = 0; i < 31; i++)
-        uc->uc_mcontext.regs[i] = f[F_X0 + i];
-    uint64_t nzcv = 0xf0000000u;
-    uc->uc_mcontext.pstate = (uc->uc_mcontext.pstate & ~nzcv) |
-                             (f[F_NZCV] & nzcv);
-    struct fpsimd_rec *fp;
-    struct sve_rec *sve;
-    struct rec *za, *zt;
-    find_recs(uc, &fp, &sve, &za, &zt);
-    if (!fp)
-        gmp__throw("asynchronous preemption: no FP/SIMD record to resume");
-    fp->fpsr = (uint32_t)f[F_FPSR];
-    fp->fpcr = (uint32_t)f[F_FPCR];
-    memcpy(fp->vregs, &f[F_Q0], sizeof fp->vregs);
-    if (sve && sve->head.size > sizeof *sve) {
-        /* The kernel restores Z from here when present: the SIMD values
-         * in the low 128 bits, the rest zero (as after a system call). */
-        size_t vl = sve->vl;
-        unsigned char *z = (unsigned char *)sve + 16;
-        memset(z, 0, 32 * vl + 17 * (vl / 8));
-        for (int n = 0; n < 32; n++)
-            memcpy(z + n * vl, &f[F_Q0 + 2 * n], 16);
-    }
-    uc->uc_mcontext.pc = f[F_PC];
-    uc->uc_mcontext.sp = f[F_SP];
-}
-#elif defined(__riscv) && __riscv_xlen == 64
-#if !defined(__riscv_flen) || __riscv_flen != 64
-#error "gmprt: RISC-V needs the D extension (RV64GC, the LP64D ABI)"
-#endif
-#define UC_PC(uc) ((uintptr_t)(uc)->uc_mcontext.__gregs[REG_PC])
-#define UC_SP(uc) ((uintptr_t)(uc)->uc_mcontext.__gregs[REG_SP])
-#define UC_FP(uc) ((uintptr_t)(uc)->uc_mcontext.__gregs[REG_S0])
-
-/* The stub's frame (preempt.S): x1-x31 (x_i at F_X1 + i - 1), f0-f31,
- * fcsr, then pid and tid for the resume signal; above it the handler's
- * two words, the interrupted PC and sp. In 8-byte words. */
-enum {
-    F_X1 = 0, F_F0 = 31, F_FCSR = 63, F_PID = 64, F_TID = 65, F_PC = 66,
-    F_SP = 67,
-};
-_Static_assert(GMP_APF_FP == F_X1 + 7 && GMP_APF_PC == F_PC &&
-                   GMP_APF_WORDS == F_SP + 1 && GMP_APF_PID == F_PID &&
-                   F_TID == F_PID + 1 && F_FCSR == F_F0 + 32 &&
-                   F_PID == F_FCSR + 1 && F_PC == F_TID + 1,
-               "frame.h's GMP_APF_* and preempt.S describe this frame");
-
-/* Signal frame extension records (the kernel's asm/sigcontext.h since
- * Linux 6.5, spelled out: older headers lack them). A chain of headers
- * that starts in the reserved words at the end of the FP state (byte 520
- * of the Q-extension layout) and ends with magic 0; the kernel writes a
- * vector record when the thread's V state is not off. Kernels without
- * vector support leave those words zero, and report no 'V' in AT_HWCAP;
- * qemu-user (7.2) writes a shorter frame that ends after fcsr, so the
- * chain is read only where AT_HWCAP has 'V'. */
-struct rec {
-    uint32_t magic, size;
-};
-#define REC_END   0u
-#define REC_V     0x53465457u
-#define REC_FIRST 520
-#define HWCAP_V   (1ul << ('V' - 'A'))
-
-/* Set at setup, before the handler is installed; read by the handler. */
-static bool have_v;
-
-static size_t stub_stack_need(void)
-{
-    return 32 + GMP_APF_PC * 8 + PREEMPT_STACK_SLACK;
-}
-
-/* The stub's sp is 16-byte aligned whatever the interrupted one was. */
-static void redirect(ucontext_t *uc, uintptr_t pc, uintptr_t sp)
-{
-    uintptr_t *w = (uintptr_t *)((sp - 16) & ~(uintptr_t)15);
-    w[0] = pc;
-    w[1] = sp;
-    uc->uc_mcontext.__gregs[REG_SP] = (uintptr_t)w;
-    uc->uc_mcontext.__gregs[REG_PC] = (uintptr_t)gmp__asyncpreempt;
-}
-
-static bool arch_setup(void)
-{
-    have_v = (getauxval(AT_HWCAP) & HWCAP_V) != 0;
-    return true;
-}
-
-/* True when the signal frame holds no vector state: the stub saves f0-f31
- * and fcsr only, and a goroutine resumed on another thread would find
- * that thread's vector registers. A record the runtime does not know
- * counts as state too. */
-static bool fp_state_plain(ucontext_t *uc)
-{
-    if (!have_v)
-        return true;
-    const char *p = (const char *)&uc->uc_mcontext.__fpregs + REC_FIRST;
-    for (int i = 0; i < 8; i++) {
-        const struct rec *r = (const struct rec *)(const void *)p;
-        if (r->magic == REC_END)
-            return true;
-        if (r->magic == REC_V || r->size < sizeof *r)
-            return false;
-        p += r->size;
-    }
-    return false;
-}
-
-/* The resume signal: loads the frame the stub saved into the context the
- * kernel restores on return. tp stays the current thread's. */
-static void resume(ucontext_t *uc)
-{
-    const uint64_t *f = (const uint64_t *)UC_SP(uc);
-    unsigned long *r = uc->uc_mcontext.__gregs;
-    for (int i = 1; i < 32; i++)
-        if (i != REG_SP && i != REG_TP)
-            r[i] = f[F_X1 + i - 1];
-    memcpy(uc->uc_mcontext.__fpregs.__d.__f, &f[F_F0],
-           sizeof uc->uc_mcontext.__fpregs.__d.__f);
-    uc->uc_mcontext.__fpregs.__d.__fcsr = (uint32_t)f[F_FCSR];
-    r[REG_PC] = f[F_PC];
-    r[REG_SP] = f[F_SP];
-}
-#else
-#error "gmprt: unsupported processor (x86-64, arm64 and riscv64 only)"
-#endif
-
-uintptr_t gmp__uc_sp(const void *uc)
-{
-    return UC_SP((const ucontext_t *)uc);
-}
-
 /* ---- The handler ----------------------------------------------------------- */
 
 static void try_preempt(struct m *mp, ucontext_t *uc)
@@ -833,9 +520,10 @@ static void try_preempt(struct m *mp, ucontext_t *uc)
     if (!atomic_load_explicit(&pp->preempt, memory_order_relaxed))
         return;
     struct gstack *st = gp->stk;
-    uintptr_t sp = UC_SP(uc), pc = UC_PC(uc);
+    uintptr_t sp = gmp__sigctx_sp(uc), pc = gmp__sigctx_pc(uc);
     if (!st || sp > (uintptr_t)gstack_hi(st) ||
-        sp < (uintptr_t)st->lo + stub_stack_need())
+        sp < (uintptr_t)st->lo + gmp__sigctx_stub_need() +
+                 PREEMPT_STACK_SLACK)
         return;                     /* on g0 or a signal stack, or no room */
     uint64_t mask;
     memcpy(&mask, &uc->uc_sigmask, sizeof mask);
@@ -845,13 +533,11 @@ static void try_preempt(struct m *mp, ucontext_t *uc)
         gp->asyncrefused++;
         return;
     }
-#if defined(__aarch64__) || defined(__riscv)
-    if (!fp_state_plain(uc))
+    if (!gmp__sigctx_fp_plain(uc))
         return;
-#endif
     gp->asyncpreempts++;
     gp->asyncpc = pc;
-    redirect(uc, pc, sp);
+    gmp__sigctx_redirect(uc, pc, sp);
 }
 
 /* GMP_DEBUG=stall: the G and backtrace sysmon asked for, if mp's P has a
@@ -877,7 +563,7 @@ static void stall_take(struct m *mp, ucontext_t *uc)
         return;
     struct g *gp = mp->curg;
     struct gstack *stk = gp ? gp->stk : NULL;
-    uintptr_t sp = UC_SP(uc), fp = UC_FP(uc);
+    uintptr_t sp = gmp__sigctx_sp(uc), fp = gmp__sigctx_fp(uc);
     int n = 0;
     /* Relaxed: the owner's own counter, read on the owner's thread. */
     bool same = gp && atomic_load_explicit(&pp->schedtick,
@@ -887,7 +573,7 @@ static void stall_take(struct m *mp, ucontext_t *uc)
         st->label = gp->label;
         st->fn = gp->fn;
         st->arg = gp->arg;
-        st->pc[n++] = UC_PC(uc);
+        st->pc[n++] = gmp__sigctx_pc(uc);
     }
     if (same && stk && sp >= (uintptr_t)stk->lo &&
         sp < (uintptr_t)gstack_hi(stk)) {
@@ -918,13 +604,13 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
 {
     ucontext_t *uc = ucv;
     int saved_errno = errno;
-#ifdef RESUME_BY_SIGNAL
-    if (UC_PC(uc) == (uintptr_t)gmp__asyncpreempt_resume)
-        resume(uc);
-    else
-#endif
-    /* Relaxed: see its declaration. */
-    if (atomic_load_explicit(&async_on, memory_order_relaxed)) {
+    /* The stub's own resume signal, or maybe a preemption request;
+     * async_on is read relaxed: see its declaration. */
+    if (gmp__sigctx_is_resume(uc)) {
+        if (!gmp__sigctx_resume(uc))
+            gmp__throw("asynchronous preemption: no FP/SIMD record to "
+                       "resume");
+    } else if (atomic_load_explicit(&async_on, memory_order_relaxed)) {
         struct m *mp = gmp__getm();
         if (mp) {
             stall_take(mp, uc);
@@ -950,20 +636,15 @@ void gmp__asyncpreempt2(uint64_t *frame)
     gmp__mcall(mp, gp, SW_PREEMPT);
     __atomic_store_n(&gp->asyncframe, NULL, __ATOMIC_RELAXED);
     gmp__errno_put(saved_errno);
-#ifdef RESUME_BY_SIGNAL
     mp = gmp__getm();               /* maybe another thread now */
-    frame[F_PID] = (uint64_t)preempt_pid;
-    frame[F_TID] = (uint64_t)mp->tid;
-#endif
+    gmp__sigctx_stub_return(frame, preempt_pid, mp->tid);
 }
 
-#ifdef RESUME_BY_SIGNAL
 void gmp__asyncpreempt_lost(void)
 {
     gmp__throw("asynchronous preemption: the resume signal was not "
                "delivered (SIGURG blocked on a runtime thread?)");
 }
-#endif
 
 /* ---- Setup ---------------------------------------------------------------- */
 
@@ -982,7 +663,7 @@ void gmp__preempt_setup(struct schedt *s, bool async, const char *objs)
     if (RUNNING_ON_VALGRIND)
         async = false;
 #endif
-    if (!async || !arch_setup() || !scan_setup(objs))
+    if (!async || !gmp__sigctx_setup() || !scan_setup(objs))
         return;
     preempt_pid = getpid();
     /* On the M's signal stack: the G's stack gets only the stub's frame. */

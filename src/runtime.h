@@ -599,9 +599,6 @@ GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
  * the backtrace sysmon asked for in s->stalls[pp->id]. Returns false when
  * no handler is installed (asynchronous preemption off). Context: sysmon. */
 GMP_HIDDEN bool gmp__stall_signal(struct schedt *s, struct p *pp);
-/* The stack pointer of the code a signal interrupted (uc: the handler's
- * ucontext_t), for the other handlers. Async-signal-safe. */
-GMP_HIDDEN uintptr_t gmp__uc_sp(const void *uc);
 /* Longest gmp_config_t.preempt_objects (and GMP_DEBUG preemptobjs)
  * accepted, with its NUL. */
 #define GMP_PREEMPT_OBJECTS_MAX 256

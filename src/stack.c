@@ -36,6 +36,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "interrupt.h"
 #include "runtime.h"
 #include "sigchain.h"
 
@@ -483,14 +484,6 @@ void gmp__stacks_release(struct schedt *s)
  * before us, restored when the runtime stops. */
 static struct sigaction old_segv, old_bus;
 
-/* Bytes below the stack pointer that code may use without moving it: the
- * x86-64 SysV red zone (arm64 has none). */
-#if defined(__x86_64__)
-#define RED_ZONE 128
-#else
-#define RED_ZONE 0
-#endif
-
 /*
  * Whether a fault at addr is gp's stack overflow. In its guard it always
  * is: that is the runtime's own memory. Below the guard, within one slot,
@@ -508,7 +501,7 @@ static struct sigaction old_segv, old_bus;
  * faulting thread.
  */
 static bool is_overflow(struct m *mp, struct g *gp, const char *addr,
-                        const void *uc)
+                        const ucontext_t *uc)
 {
     const struct gstack *st = gp->stk;
     size_t span = st->own ? st->own : mp->sched->stack_size;
@@ -517,12 +510,12 @@ static bool is_overflow(struct m *mp, struct g *gp, const char *addr,
         return false;
     if (addr >= base)
         return true;
-    const char *sp = (const char *)gmp__uc_sp(uc);
+    const char *sp = (const char *)gmp__sigctx_sp(uc);
     const char *alt = mp->altstack;
     if ((sp >= alt && sp < alt + mp->altstack_size) ||
         (sp >= mp->g0lo && sp < mp->g0hi))
         return false;
-    return sp <= addr + RED_ZONE;
+    return sp <= addr + GMP_RED_ZONE;
 }
 
 static void on_fault(int sig, siginfo_t *si, void *uc)

@@ -17,7 +17,7 @@
  * that pc, copies this frame into the signal context, and the kernel's
  * sigreturn restores every register, pc and sp included.
  *
- * Frame, from sp while in the call (offsets match preempt.c's F_*):
+ * Frame, from sp while in the call (offsets match sigctx.h's GMP_SF_*):
  *   +0 x0 ... +240 x30   +248 nzcv   +256 fpsr   +264 fpcr
  *   +272 q0 ... +768 q31   +784 pid   +792 tid   +800 pc   +808 sp
  */

@@ -38,7 +38,7 @@
  * reads them for a goroutine the signal stopped (trace.c). The stub's own
  * frame is the GMP_APF_PC words below the handler's two (pc, sp); the
  * process and thread ids for the resume signal are at GMP_APF_PID and the
- * word after. preempt.c's F_* spell out the rest and are checked against
+ * word after. sigctx.h's GMP_SF_* spell out the rest and are checked against
  * these. */
 #define GMP_APF_FP    7
 #define GMP_APF_PID   64

@@ -21,7 +21,7 @@
  * the one register not put back: it is the thread's own (its TLS
  * pointer), and the goroutine may now run on another thread.
  *
- * Frame, from sp while in the call (offsets match preempt.c's F_*):
+ * Frame, from sp while in the call (offsets match sigctx.h's GMP_SF_*):
  *   +0 x1 ... +240 x31 (x_i at 8 * (i - 1); the x2 slot holds the
  *   interrupted sp)   +248 f0 ... +496 f31   +504 fcsr
  *   +512 pid   +520 tid   +528 pc   +536 sp
@@ -129,5 +129,15 @@ gmp__asyncpreempt_resume:
     ebreak
     .cfi_endproc
     .size   gmp__asyncpreempt, .-gmp__asyncpreempt
+
+/* Whether the processor has the vector extension (AT_HWCAP 'V'); set once
+ * before the handler is installed (gmp__sigctx_setup in sigctx.h). */
+    .bss
+    .globl  gmp__have_v
+    .hidden gmp__have_v
+    .type   gmp__have_v, @object
+gmp__have_v:
+    .zero   1
+    .size   gmp__have_v, 1
 
     .section .note.GNU-stack,"",%progbits

@@ -71,4 +71,16 @@ gmp__asyncpreempt:
     .cfi_endproc
     .size   gmp__asyncpreempt, .-gmp__asyncpreempt
 
+/* Bytes of the xsave area above, for the features the OS enabled (CPUID
+ * 0xD), rounded up to 64; set once before the handler is installed
+ * (gmp__sigctx_setup in sigctx.h). */
+    .bss
+    .globl  gmp__xsave_size
+    .hidden gmp__xsave_size
+    .type   gmp__xsave_size, @object
+    .p2align 3
+gmp__xsave_size:
+    .zero   8
+    .size   gmp__xsave_size, 8
+
     .section .note.GNU-stack,"",@progbits
