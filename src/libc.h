@@ -68,21 +68,8 @@ __attribute__((visibility("hidden"))) extern struct gmp__libc gmp__libc;
 /* A C library call the hooks may interpose: GMP_LIBC(read)(fd, buf, n). */
 #define GMP_LIBC(f) (gmp__libc.f)
 
-/*
- * The clock the runtime reads (gmp__nanotime, gmp__coarse_read): the C
- * library's clock_gettime, found past the program with dlsym(RTLD_NEXT)
- * when a runtime first starts (gmp__clock_setup). A program may define
- * its own clock_gettime (a test double, a time mock); its code then runs
- * wherever the runtime reads the clock, in parks and timer checks that
- * must not switch, and the preemption signal cannot tell it from the
- * program's own code: it would stop a goroutine there. libc's, and the
- * vDSO under it, are never stopped. Where dlsym finds nothing (a static
- * binary) the plain symbol stays, the program's if it has one; there the
- * signal is off anyway (src/preempt.c). Not in struct gmp__libc: the
- * hooks leave the clock alone.
- */
-__attribute__((visibility("hidden"))) extern int (*_Atomic gmp__clock_gettime)(
-    clockid_t, struct timespec *);
+/* Sets gmp__clock_gettime (src/base.h, which says why). Context:
+ * starting a runtime. */
 __attribute__((visibility("hidden"))) void gmp__clock_setup(void);
 
 /* Called by the hook library's constructor with the C library's own

@@ -18,8 +18,7 @@
 #define FUTEX_WAKE_PRIVATE (1 | 128)    /* FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
 #endif
 
-#include "runtime.h"
-#include "timer.h"             /* gmp__deadline */
+#include "lock.h"
 
 #define SPIN_TRIES 64
 

@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define GMP_LOCK_API __attribute__((visibility("hidden")))
+#include "base.h"
 
 enum { GMP_MUTEX_UNLOCKED, GMP_MUTEX_LOCKED, GMP_MUTEX_SLEEPING };
 
@@ -45,8 +45,8 @@ struct gmp__note {
     _Atomic uint32_t key;
 };
 
-GMP_LOCK_API void gmp__lock_slow(struct gmp__mutex *l);
-GMP_LOCK_API void gmp__unlock_slow(struct gmp__mutex *l);
+GMP_HIDDEN void gmp__lock_slow(struct gmp__mutex *l);
+GMP_HIDDEN void gmp__unlock_slow(struct gmp__mutex *l);
 
 static inline void gmp__lock(struct gmp__mutex *l)
 {
@@ -70,7 +70,7 @@ static inline void gmp__unlock(struct gmp__mutex *l)
         gmp__unlock_slow(l);        /* only a futex call on the address */
 }
 
-GMP_LOCK_API void gmp__spin_lock_slow(struct gmp__spinlock *l);
+GMP_HIDDEN void gmp__spin_lock_slow(struct gmp__spinlock *l);
 
 static inline void gmp__spin_lock(struct gmp__spinlock *l)
 {
@@ -88,10 +88,10 @@ static inline void gmp__spin_unlock(struct gmp__spinlock *l)
     atomic_store_explicit(&l->key, 0, memory_order_release);
 }
 
-GMP_LOCK_API void gmp__notesleep(struct gmp__note *n);
+GMP_HIDDEN void gmp__notesleep(struct gmp__note *n);
 /* Sleeps until woken or ns nanoseconds passed; true when woken. */
-GMP_LOCK_API bool gmp__notetsleep(struct gmp__note *n, int64_t ns);
-GMP_LOCK_API void gmp__notewakeup(struct gmp__note *n);
+GMP_HIDDEN bool gmp__notetsleep(struct gmp__note *n, int64_t ns);
+GMP_HIDDEN void gmp__notewakeup(struct gmp__note *n);
 
 static inline void gmp__noteclear(struct gmp__note *n)
 {
@@ -101,8 +101,8 @@ static inline void gmp__noteclear(struct gmp__note *n)
 }
 
 /* futex(2) on a 32-bit word, private to the process. */
-GMP_LOCK_API int gmp__futex_wait(_Atomic uint32_t *addr, uint32_t val,
+GMP_HIDDEN int gmp__futex_wait(_Atomic uint32_t *addr, uint32_t val,
                                  int64_t timeout_ns);
-GMP_LOCK_API void gmp__futex_wake(_Atomic uint32_t *addr, int n);
+GMP_HIDDEN void gmp__futex_wake(_Atomic uint32_t *addr, int n);
 
 #endif /* GMP_LOCK_H */

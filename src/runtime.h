@@ -27,25 +27,20 @@
 #include <time.h>
 
 #include "gmprt.h"
+#include "base.h"
 #include "libc.h"
 #include "context.h"
 #include "lock.h"
 #include "sanitizer.h"
 
-#define GMP_CACHELINE   64
 #define GMP_MAXPROCS    256
 #define GMP_RUNQ_SIZE   256         /* per-P ring; a power of two */
 #define GMP_GLOBAL_TICK 61          /* schedtick period of the fairness check */
 #define GMP_STEAL_TRIES 4
 
-#define GMP_HIDDEN __attribute__((visibility("hidden")))
-
 struct gmp__timer;                  /* timer.h */
 struct gmp__tslot;
 struct gmp__pd;                     /* netpoll.h */
-#define GMP_LIKELY(x)   __builtin_expect(!!(x), 1)
-#define GMP_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define GMP_ALIGNED     _Alignas(GMP_CACHELINE)
 
 /* ---- G ------------------------------------------------------------------ */
 
@@ -91,7 +86,6 @@ static inline char *gstack_hi(struct gstack *s)
 {
     return s->hi;
 }
-
 
 struct g {
     struct gmp__ctx ctx;            /* saved sp while not running */
@@ -686,18 +680,6 @@ static inline void gmp__preempt_check(void)
         gmp__preempt_point(mp);
 }
 
-/* The monotonic clock in ns: gmp_nanotime without its preemption check,
- * for the runtime's own reads (which may sit inside a protocol that must
- * not switch). Context: any. */
-static inline int64_t gmp__nanotime(void)
-{
-    struct timespec ts;
-    /* Relaxed: a constant once a runtime runs (libc.h). */
-    atomic_load_explicit(&gmp__clock_gettime, memory_order_relaxed)(
-        CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Adds one to a counter only its owner writes: a plain load of our own
  * value and a store with the given order, no locked read-modify-write.
  * Readers on other threads see whole values. */
@@ -730,64 +712,6 @@ static inline uint32_t gmp__fastrand_step(uint64_t *state)
 static inline uint32_t gmp__fastrand(struct m *mp)
 {
     return gmp__fastrand_step(&mp->fastrand);
-}
-
-/* One step of a spin-wait. x86: pause (tens to a hundred-odd cycles).
- * arm64: isb, not yield: yield retires in about a cycle on most cores, so
- * a spin of N yields would be over before the other thread moved, while
- * an isb waits for the pipeline to drain (tens of cycles). riscv64:
- * Zihintpause's pause, spelled as its encoding (fence w,0) so that any
- * assembler takes it; a hint, so a core without the extension runs it as
- * a fence that orders nothing. Spins that must last a given time go by
- * the clock (runq.c, runnext_grace). */
-static inline void gmp__cpu_relax(void)
-{
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("isb sy" ::: "memory");
-#elif defined(__riscv)
-    __asm__ __volatile__(".insn i 0x0f, 0, x0, x0, 0x010" ::: "memory");
-#else
-#error "gmprt: unsupported processor (x86-64, arm64 and riscv64 only)"
-#endif
-}
-
-/* A full StoreLoad barrier: the caller's earlier stores are visible to
- * any thread before the caller's later loads are performed. Used where two
- * threads each publish something and then look at the other's flag (the
- * spinning protocol in sched.c). On x86 a locked RMW on the stack is as
- * strong as mfence and cheaper. TSan models neither fences nor inline asm,
- * so its builds use a seq_cst RMW on one shared word: all such barriers
- * are then totally ordered, which gives the same guarantee in the C11
- * model TSan checks. */
-#ifdef GMP_TSAN
-GMP_HIDDEN extern _Atomic unsigned gmp__fence_word;
-#endif
-static inline void gmp__storeload_fence(void)
-{
-#if defined(GMP_TSAN)
-    atomic_fetch_add_explicit(&gmp__fence_word, 0, memory_order_seq_cst);
-#elif defined(__x86_64__)
-    __asm__ __volatile__("lock; orl $0, (%%rsp)" ::: "memory", "cc");
-#else
-    atomic_thread_fence(memory_order_seq_cst);
-#endif
-}
-
-/* gmp__storeload_fence for a caller whose last store was a locked
- * read-modify-write (Linux's smp_mb__after_atomic): on x86 every locked
- * instruction is already a full barrier, so only the compiler needs
- * telling; elsewhere, and under TSan (which reasons in C11), the fence.
- * Used after gmp__runqput(next) on a P with thieves, which publishes the
- * G with an exchange. */
-static inline void gmp__storeload_fence_after_rmw(void)
-{
-#if defined(__x86_64__) && !defined(GMP_TSAN)
-    __asm__ __volatile__("" ::: "memory");
-#else
-    gmp__storeload_fence();
-#endif
 }
 
 #endif /* GMP_RUNTIME_H */

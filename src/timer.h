@@ -44,18 +44,6 @@ struct gmp__tslot {
                                        struct g * | 1 (timer.c) */
 };
 
-/* a + b, saturating at INT64_MAX. b must not be negative. */
-static inline int64_t gmp__add_sat(int64_t a, int64_t b)
-{
-    return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
-/* when = now + ns, saturating at INT64_MAX. */
-static inline int64_t gmp__deadline(int64_t now, int64_t ns)
-{
-    return gmp__add_sat(ns, now);
-}
-
 /*
  * The coarse clock, CLOCK_MONOTONIC_COARSE: the monotonic clock as of the
  * last tick, a plain read of the vDSO's data (6 ns on x86-64 under KVM,

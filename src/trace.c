@@ -215,26 +215,6 @@ GMP_ALIGNED _Atomic int gmp__metrics_on;
 /* The line after the flag stays clear of everything else's writes. */
 static GMP_ALIGNED char metrics_pad[GMP_CACHELINE] __attribute__((unused));
 
-/* floor(log2(v)), v > 0. RISC-V without Zbb has no count-leading-zeros
- * instruction, and gcc would call libgcc's __clzdi2, outside the
- * runtime's code range (cmake/check_text.cmake): a binary search there,
- * six shifts. */
-static inline int log2_u64(uint64_t v)
-{
-#if defined(__riscv) && !defined(__riscv_zbb)
-    int b = 0;
-    for (int s = 32; s > 0; s >>= 1) {
-        if (v >> s) {
-            v >>= s;
-            b += s;
-        }
-    }
-    return b;
-#else
-    return 63 - __builtin_clzll(v);
-#endif
-}
-
 void gmp__metrics_started(struct p *pp, struct g *gp)
 {
     /* Relaxed: see metrics.h; only a G's own transitions write it. */
@@ -245,7 +225,7 @@ void gmp__metrics_started(struct p *pp, struct g *gp)
     int64_t d = gmp__nanotime() + t;
     if (d < 0)
         d = 0;
-    int b = log2_u64((uint64_t)d | 1);
+    int b = gmp__log2_u64((uint64_t)d | 1);
     if (b >= GMP_METRICS_LATENCY_BUCKETS)
         b = GMP_METRICS_LATENCY_BUCKETS - 1;
     /* Relaxed: owner-written statistics (struct p). */
@@ -573,16 +553,8 @@ static void walk_saved(struct wr *w, struct g *gp)
     uintptr_t sp = (uintptr_t)__atomic_load_n(&gp->ctx.sp, __ATOMIC_RELAXED);
     if (sp < lo || sp > hi - GMP_CTX_FRAME)
         return;
-#if defined(__x86_64__)
-    uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_RET);
-    uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_RBP);
-#elif defined(__riscv)
-    uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_RA);
-    uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_S0);
-#else
-    uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_LR);
-    uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_X29);
-#endif
+    uintptr_t ret = *(volatile uintptr_t *)(sp + GMP_CTX_PC);
+    uintptr_t fp = *(volatile uintptr_t *)(sp + GMP_CTX_FP);
     wputs(w, "\t");
     wsym(w, ret);
     wputs(w, "\n");

@@ -40,6 +40,10 @@
 #define GMP_CTX_LR     0x98
 #define GMP_CTX_FPCR   0xa0
 #define GMP_CTX_FRAME  0xb0
+/* Where a suspended context's resume address and frame pointer are: what
+ * gmp_dump reads to walk a parked goroutine's stack (src/trace.c). */
+#define GMP_CTX_PC     GMP_CTX_LR
+#define GMP_CTX_FP     GMP_CTX_X29
 
 /* The preemption stub's frame (preempt.S), in 8-byte words from the
  * address the stub passes to gmp__asyncpreempt2 (its sp): the interrupted

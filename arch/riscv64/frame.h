@@ -31,6 +31,10 @@
 #define GMP_CTX_FS0    0x68
 #define GMP_CTX_FRM    0xc8
 #define GMP_CTX_FRAME  0xd0
+/* Where a suspended context's resume address and frame pointer are: what
+ * gmp_dump reads to walk a parked goroutine's stack (src/trace.c). */
+#define GMP_CTX_PC     GMP_CTX_RA
+#define GMP_CTX_FP     GMP_CTX_S0
 
 /* The preemption stub's frame (preempt.S), in 8-byte words from the
  * address the stub passes to gmp__asyncpreempt2 (its sp): the interrupted

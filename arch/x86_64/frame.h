@@ -28,6 +28,10 @@
 #define GMP_CTX_RBP    0x30
 #define GMP_CTX_RET    0x38
 #define GMP_CTX_FRAME  0x40
+/* Where a suspended context's resume address and frame pointer are: what
+ * gmp_dump reads to walk a parked goroutine's stack (src/trace.c). */
+#define GMP_CTX_PC     GMP_CTX_RET
+#define GMP_CTX_FP     GMP_CTX_RBP
 
 /* The preemption stub's frame (preempt.S), in 8-byte words from the
  * address the stub passes to gmp__asyncpreempt2 (its pushed registers):
