@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "chan.h"
+#include "alloc.h"
 
 /* ---- Wait queues ---------------------------------------------------------- */
 

@@ -29,6 +29,7 @@
  */
 #include "runtime.h"
 #include "park.h"
+#include "sync.h"
 #include "timer.h"
 
 struct cond {

@@ -35,6 +35,7 @@
 #include "park.h"
 #include "netpoll.h"
 #include "timer.h"
+#include "trace.h"
 
 /* Threads in the process, from /proc/self/stat (field 20), or -1. A
  * thread that pthread_join has reaped may still be counted for a moment:

@@ -115,6 +115,7 @@
 
 #include "exectrace.h"
 #include "park.h"
+#include "alloc.h"
 
 #define TBUF_SIZE  (64 * 1024)      /* one buffer, header included */
 #define EV_MAX     64               /* bytes an event takes at most */

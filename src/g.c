@@ -19,6 +19,7 @@
 #include "runtime.h"
 #include "exectrace.h"
 #include "metrics.h"
+#include "alloc.h"
 
 #define GFREE_MAX   64
 #define GSLAB_COUNT 256            /* Gs a P takes from a chunk at once */

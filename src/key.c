@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "runtime.h"
+#include "alloc.h"
 
 #define KEY_IDX_BITS 7
 #define KEY_IDX_MASK ((1u << KEY_IDX_BITS) - 1)

@@ -4,7 +4,8 @@
  *
  * State: one struct schedt per running runtime, published in gmp__sched
  * for threads that are not Ms. The lifecycle lock (lc_mu) serialises
- * start and stop; it is the only mutable state outside struct schedt.
+ * start and stop. (What else lives outside struct schedt, and why:
+ * docs/design.md, "Objects".)
  *
  * Stopping. gmp_shutdown waits for quiescence (every P idle, no queued G,
  * no live G), then sets sched.exiting and wakes every parked M; each M
@@ -41,6 +42,11 @@
 #include "timer.h"
 #include "park.h"
 #include "cgroup.h"
+#include "signals.h"
+#include "alloc.h"
+#include "key.h"
+#include "preempt.h"
+#include "stack.h"
 
 #define DEFAULT_THREADS 10000
 
@@ -274,7 +280,7 @@ static void runtime_free(struct schedt *s)
     gmp__stacks_release(s);
     gmp__sudog_release_all(s);
     gmp__preempt_teardown();
-    gmp__sigquit_restore();
+    gmp__signal_restore(GMP_SIGNAL_QUIT);
     for (int i = 0; i < s->procs; i++)
         gmp__timers_free(&s->allp[i]);
     gmp__netpoll_free(s);
@@ -284,7 +290,7 @@ static void runtime_free(struct schedt *s)
         next = mp->alllink;
         gmp__free(mp, sizeof *mp);
     }
-    gmp__signals_restore();
+    gmp__signal_restore(GMP_SIGNAL_FAULT);
     free_core(s);
     nofile_restore();
 }
@@ -341,13 +347,14 @@ static int runtime_new(const struct settings *set, struct schedt **out)
         free_core(s);
         return err;
     }
-    if ((err = gmp__signals_install()) != 0) {
+    if ((err = gmp__signal_install(GMP_SIGNAL_FAULT)) != 0) {
         gmp__netpoll_free(s);
         free_core(s);
         return err;
     }
-    if (set->dump_on_sigquit && (err = gmp__sigquit_install()) != 0) {
-        gmp__signals_restore();
+    if (set->dump_on_sigquit &&
+        (err = gmp__signal_install(GMP_SIGNAL_QUIT)) != 0) {
+        gmp__signal_restore(GMP_SIGNAL_FAULT);
         gmp__netpoll_free(s);
         free_core(s);
         return err;

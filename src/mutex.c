@@ -35,6 +35,7 @@
 
 #include "runtime.h"
 #include "park.h"
+#include "sync.h"
 
 #define MUTEX_LOCKED    1u
 #define MUTEX_WOKEN     2u

@@ -58,6 +58,7 @@
 #include "netpoll.h"
 #include "park.h"
 #include "timer.h"
+#include "alloc.h"
 
 #ifndef SYS_epoll_pwait2
 #define SYS_epoll_pwait2 441        /* the same on every arch here */

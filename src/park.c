@@ -24,6 +24,7 @@
 #include "exectrace.h"
 #include "metrics.h"
 #include "park.h"
+#include "alloc.h"
 
 #define SUDOG_CACHE 128
 #define SUDOG_CHUNK 64

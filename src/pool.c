@@ -137,6 +137,7 @@
 #include "runtime.h"
 #include "park.h"
 #include "timer.h"
+#include "alloc.h"
 
 #define POOL_EXPIRY_DEFAULT_NS 1000000000LL
 /* Goroutines queued on a submitter's P (besides runnext) at which it

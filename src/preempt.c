@@ -71,8 +71,9 @@
 
 #include "interrupt.h"
 #include "runtime.h"
-#include "sigchain.h"
+#include "signals.h"
 #include "timer.h"
+#include "preempt.h"
 
 #ifdef GMP_VALGRIND
 #include <valgrind/valgrind.h>
@@ -162,8 +163,6 @@ static struct ranges program_plt;
 static unsigned long long seen_adds, seen_subs;
 
 static pid_t preempt_pid;
-static struct sigaction old_urg;
-static bool urg_installed;
 /* Relaxed everywhere: written only while no runtime thread exists. */
 static _Atomic bool async_on;
 
@@ -600,10 +599,8 @@ static void stall_take(struct m *mp, ucontext_t *uc)
                           memory_order_release);
 }
 
-static void on_sigurg(int sig, siginfo_t *si, void *ucv)
+void gmp__preempt_signal(ucontext_t *uc)
 {
-    ucontext_t *uc = ucv;
-    int saved_errno = errno;
     /* The stub's own resume signal, or maybe a preemption request;
      * async_on is read relaxed: see its declaration. */
     if (gmp__sigctx_is_resume(uc)) {
@@ -617,8 +614,6 @@ static void on_sigurg(int sig, siginfo_t *si, void *ucv)
             try_preempt(mp, uc);
         }
     }
-    gmp__sig_chain(sig, si, ucv, &old_urg);
-    errno = saved_errno;
 }
 
 /* Called by the stub on the G's stack, every register saved; frame is
@@ -666,11 +661,8 @@ void gmp__preempt_setup(struct schedt *s, bool async, const char *objs)
     if (!async || !gmp__sigctx_setup() || !scan_setup(objs))
         return;
     preempt_pid = getpid();
-    /* On the M's signal stack: the G's stack gets only the stub's frame. */
-    if (gmp__sig_take(PREEMPT_SIG, on_sigurg, SA_ONSTACK | SA_RESTART,
-                      &old_urg) != 0)
+    if (gmp__signal_install(GMP_SIGNAL_PREEMPT) != 0)
         return;
-    urg_installed = true;
     /* Relaxed: see its declaration. */
     atomic_store_explicit(&async_on, true, memory_order_relaxed);
     s->async_preempt = true;
@@ -682,13 +674,7 @@ void gmp__preempt_teardown(void)
 {
     /* Relaxed: see its declaration. */
     atomic_store_explicit(&async_on, false, memory_order_relaxed);
-    if (!urg_installed)
-        return;
-    struct sigaction cur;
-    if (sigaction(PREEMPT_SIG, NULL, &cur) == 0 &&
-        (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_sigurg)
-        sigaction(PREEMPT_SIG, &old_urg, NULL);
-    urg_installed = false;
+    gmp__signal_restore(GMP_SIGNAL_PREEMPT);
 }
 
 /* Per-thread part, on each M as it starts: its thread id, SIGURG

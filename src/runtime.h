@@ -532,46 +532,6 @@ GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
 GMP_HIDDEN bool gmp__thread_retry(int err, int tries);
 GMP_HIDDEN bool gmp__exitsyscall_pidle(struct schedt *s, struct m *mp);
 
-/* ---- alloc.c ------------------------------------------------------------ */
-/* The host's hooks: the hook fields of the gmp_config_t the running (or
- * last) runtime started with, the rest zero; process-wide (alloc.c). */
-GMP_HIDDEN extern gmp_config_t gmp__hooks;
-/* Takes cfg's hooks (NULL: none). Context: no runtime thread exists. */
-GMP_HIDDEN void gmp__hooks_set(const gmp_config_t *cfg);
-/* Zeroed memory aligned to GMP_CACHELINE for a runtime object, or NULL;
- * freed with the size asked. Context: any. */
-GMP_HIDDEN void *gmp__alloc(size_t size);
-GMP_HIDDEN void gmp__free(void *p, size_t size);
-/* Page-aligned stack memory, committed as it is touched; NULL on
- * failure. Context: any. */
-GMP_HIDDEN void *gmp__stack_map(size_t size);
-GMP_HIDDEN void gmp__stack_unmap(void *p, size_t size);
-/* Brackets a call out of the runtime into code the preemption handler
- * cannot tell from the program's (a host hook, an interposed libc
- * function) that the runtime may make holding its locks: the calling
- * goroutine is not preempted until the end. Returns that goroutine, or
- * NULL when the caller is none (g0, a plain thread), for _end. */
-GMP_HIDDEN struct g *gmp__callout_begin(void);
-GMP_HIDDEN void gmp__callout_end(struct g *gp);
-/* The thread hooks, on the thread that starts or stops. */
-GMP_HIDDEN void gmp__thread_started(void);
-GMP_HIDDEN void gmp__thread_stopping(void);
-
-/* ---- trace.c ------------------------------------------------------------ */
-/* One schedtrace report (GMP_DEBUG=schedtrace) on stderr. Context: sysmon. */
-GMP_HIDDEN void gmp__schedtrace(struct schedt *s, int64_t now);
-/* Every goroutine, through the fatal writer (throw.c), taking no lock.
- * Context: a fatal report. */
-GMP_HIDDEN void gmp__dump_fatal(struct schedt *s);
-/* The stall report (GMP_DEBUG=stall) of the G st names, run on P pid,
- * on stderr: with its name and frames when how is STALL_TAKEN; else
- * without, saying why (STALL_GONE: the slice ended first; STALL_ASKED:
- * no answer; STALL_IDLE: no handler). Context: sysmon. */
-GMP_HIDDEN void gmp__stall_report(struct schedt *s, int pid,
-                                  const struct gmp__stall *st, int how);
-GMP_HIDDEN int gmp__sigquit_install(void);
-GMP_HIDDEN void gmp__sigquit_restore(void);
-
 /* ---- deadlock.c --------------------------------------------------------- */
 /* When every M is idle (nmidle + nmidlelocked == mcount) and nothing can
  * wake a goroutine, reports the deadlock and aborts; else nothing.
@@ -586,22 +546,6 @@ GMP_HIDDEN void gmp__sysmon_stop(struct schedt *s);
 /* Sets errno of the thread the caller runs on now (after a switch). */
 GMP_HIDDEN void gmp__errno_put(int e);
 
-/* ---- preempt.c ---------------------------------------------------------- */
-GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
-GMP_HIDDEN void gmp__preemptone(struct schedt *s, struct p *pp);
-/* Sends the preemption signal to pp's thread so that its handler takes
- * the backtrace sysmon asked for in s->stalls[pp->id]. Returns false when
- * no handler is installed (asynchronous preemption off). Context: sysmon. */
-GMP_HIDDEN bool gmp__stall_signal(struct schedt *s, struct p *pp);
-/* Longest gmp_config_t.preempt_objects (and GMP_DEBUG preemptobjs)
- * accepted, with its NUL. */
-#define GMP_PREEMPT_OBJECTS_MAX 256
-GMP_HIDDEN void gmp__preempt_setup(struct schedt *s, bool async,
-                                   const char *objs);
-GMP_HIDDEN void gmp__preempt_teardown(void);
-GMP_HIDDEN void gmp__preempt_minit(struct m *mp);
-GMP_HIDDEN void gmp__preempt_mexit(struct m *mp);
-
 /* ---- g.c ---------------------------------------------------------------- */
 GMP_HIDDEN struct g *gmp__newg(struct schedt *s, struct p *pp,
                                void (*fn)(void *), void *arg);
@@ -611,37 +555,6 @@ GMP_HIDDEN void gmp__gslabs_release(struct schedt *s);
 /* Calls f on every G descriptor carved so far (trace.c). */
 GMP_HIDDEN void gmp__each_g(struct schedt *s, bool locked,
                             void (*f)(struct g *gp, void *arg), void *arg);
-
-/* ---- key.c -------------------------------------------------------------- */
-/* Goroutine-local values and thread locking hang off struct g's ext. */
-struct gmp__gext;
-/* At the end of gp's fn, on gp: runs its key destructors, unlocks it from
- * its thread, frees ext. Context: gp, just returned from fn (may switch). */
-GMP_HIDDEN void gmp__gext_exit(struct g *gp);
-/* The M gp is locked to (gp->locked is nonzero). Context: g0, gp queued. */
-GMP_HIDDEN struct m *gmp__lockedm(struct g *gp);
-/* Frees the ext of every G left (goroutines gmp_main abandoned).
- * Context: runtime teardown, no runtime thread left. */
-GMP_HIDDEN void gmp__gext_release_all(struct schedt *s);
-
-/* ---- stack.c ------------------------------------------------------------ */
-GMP_HIDDEN struct gstack *gmp__stackalloc(struct schedt *s, struct p *pp);
-/* A stack of size bytes (page-rounded, guard included) of its own, for a
- * G started by gmp_go_attr; NULL when it cannot be mapped. gmp__stackfree
- * unmaps it. Context: g0. */
-GMP_HIDDEN struct gstack *gmp__stackalloc_own(size_t size);
-/* The guard below a stack of stack_size bytes: an eighth, a page to
- * 64 KiB. */
-GMP_HIDDEN size_t gmp__guard_for(size_t stack_size);
-GMP_HIDDEN void gmp__stackfree(struct schedt *s, struct p *pp,
-                               struct gstack *st);
-GMP_HIDDEN void gmp__stacks_release(struct schedt *s);
-GMP_HIDDEN bool gmp__guard_region_works(char *page, size_t len);
-GMP_HIDDEN bool gmp__kernel_refuses(const char *p);
-GMP_HIDDEN int gmp__signals_install(void);
-GMP_HIDDEN void gmp__signals_restore(void);
-GMP_HIDDEN int gmp__altstack_setup(struct m *mp);
-GMP_HIDDEN void gmp__altstack_release(struct m *mp);
 
 /* ---- lifecycle.c -------------------------------------------------------- */
 GMP_HIDDEN void gmp__mexit(struct m *mp);
@@ -653,6 +566,11 @@ GMP_HIDDEN void gmp__fatal_begin(const char *msg);
 GMP_HIDDEN void gmp__fatal_puts(const char *s);
 GMP_HIDDEN void gmp__fatal_putn(uint64_t n);
 GMP_HIDDEN _Noreturn void gmp__fatal_end(void);
+
+/* ---- preempt.c: the cooperative point (the rest: preempt.h) ----------- */
+/* Yields the G sysmon marked for preemption. Context: the G, its M
+ * holding a P. */
+GMP_HIDDEN void gmp__preempt_marked(struct m *mp);
 
 /* ---- small helpers ------------------------------------------------------ */
 

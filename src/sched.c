@@ -64,6 +64,10 @@
 #include "metrics.h"
 #include "netpoll.h"
 #include "timer.h"
+#include "alloc.h"
+#include "key.h"
+#include "preempt.h"
+#include "stack.h"
 
 __thread struct m *gmp__tls_m __attribute__((tls_model("initial-exec")));
 

@@ -38,6 +38,7 @@
 
 #include "chan.h"
 #include "timer.h"
+#include "alloc.h"
 
 #define SELECT_STACK 16             /* cases whose bookkeeping fits on the
                                        stack; more is malloc'd */

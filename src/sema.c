@@ -28,6 +28,7 @@
  */
 #include "runtime.h"
 #include "park.h"
+#include "sync.h"
 
 #define SEMTABSZ 251
 

@@ -24,7 +24,7 @@
  *   gmprt: fatal error: stack overflow in goroutine N
  * by a SIGSEGV/SIGBUS handler running on the M's alternate signal stack;
  * any other fault goes to the handler that was installed before ours
- * (sigchain.h). What a guard cannot catch: docs/design.md, "Stacks".
+ * (signals.c). What a guard cannot catch: docs/design.md, "Stacks".
  */
 #include <errno.h>
 #include <signal.h>
@@ -38,7 +38,9 @@
 
 #include "interrupt.h"
 #include "runtime.h"
-#include "sigchain.h"
+#include "signals.h"
+#include "alloc.h"
+#include "trace.h"
 
 /* Valgrind must be told where stacks are, or it reads every switch as a
  * wild stack-pointer change. The client requests are a few no-op
@@ -480,10 +482,6 @@ void gmp__stacks_release(struct schedt *s)
 
 /* ---- Overflow reporting ------------------------------------------------- */
 
-/* Process-wide, like the signal dispositions they save: what was installed
- * before us, restored when the runtime stops. */
-static struct sigaction old_segv, old_bus;
-
 /*
  * Whether a fault at addr is gp's stack overflow. In its guard it always
  * is: that is the runtime's own memory. Below the guard, within one slot,
@@ -518,37 +516,17 @@ static bool is_overflow(struct m *mp, struct g *gp, const char *addr,
     return sp <= addr + GMP_RED_ZONE;
 }
 
-static void on_fault(int sig, siginfo_t *si, void *uc)
+void gmp__stack_fault(const siginfo_t *si, const ucontext_t *uc)
 {
     struct m *mp = gmp__getm();
     struct g *gp = mp ? mp->curg : NULL;
-    if (gp && gp->stk) {
-        struct schedt *s = mp->sched;
-        if (is_overflow(mp, gp, si->si_addr, uc)) {
-            gmp__fatal_begin("stack overflow in goroutine ");
-            gmp__fatal_putn(gp->goid);
-            gmp__fatal_puts("\n");
-            gmp__dump_fatal(s);
-            gmp__fatal_end();
-        }
+    if (gp && gp->stk && is_overflow(mp, gp, si->si_addr, uc)) {
+        gmp__fatal_begin("stack overflow in goroutine ");
+        gmp__fatal_putn(gp->goid);
+        gmp__fatal_puts("\n");
+        gmp__dump_fatal(mp->sched);
+        gmp__fatal_end();
     }
-    gmp__sig_chain(sig, si, uc, sig == SIGBUS ? &old_bus : &old_segv);
-}
-
-int gmp__signals_install(void)
-{
-    int e = gmp__sig_take(SIGSEGV, on_fault, SA_ONSTACK, &old_segv);
-    if (e != 0)
-        return e;
-    if ((e = gmp__sig_take(SIGBUS, on_fault, SA_ONSTACK, &old_bus)) != 0)
-        sigaction(SIGSEGV, &old_segv, NULL);
-    return e;
-}
-
-void gmp__signals_restore(void)
-{
-    sigaction(SIGSEGV, &old_segv, NULL);
-    sigaction(SIGBUS, &old_bus, NULL);
 }
 
 /* The signal stack's size: 64 KiB for the handler, plus what the kernel

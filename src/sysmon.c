@@ -39,6 +39,9 @@
 #include "netpoll.h"
 #include "cgroup.h"
 #include "timer.h"
+#include "alloc.h"
+#include "preempt.h"
+#include "trace.h"
 
 /* How often an idle sysmon repeats an undecided deadlock check. */
 #define DEADCHECK_RETRY_NS 100000000

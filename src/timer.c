@@ -28,6 +28,7 @@
 #include "timer.h"
 #include "netpoll.h"
 #include "park.h"
+#include "alloc.h"
 
 /* A slot's word is a timer, or, for a sleep, the sleeping G itself,
  * marked by the low bit. A sleep needs no timer record: running it

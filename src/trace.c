@@ -29,10 +29,11 @@
 #include <unistd.h>
 
 #include "runtime.h"
-#include "sigchain.h"
+#include "signals.h"
 #include "park.h"
 #include "metrics.h"
 #include "exectrace.h"
+#include "alloc.h"
 
 #define MAX_FRAMES 32
 
@@ -739,13 +740,7 @@ int gmp_stacks_foreach(void (*cb)(void *lo, void *hi, void *sp, void *arg),
 
 /* ---- SIGQUIT ------------------------------------------------------------- */
 
-static struct sigaction old_quit;
-static bool quit_installed;
-
-/* The dump, then the program's own SIGQUIT handler if it had one (it may
- * exit as it likes), then exit status 2 as Go. A previous SIG_DFL or
- * SIG_IGN is not taken: the program asked for the dump instead. */
-static void on_quit(int sig, siginfo_t *si, void *uc)
+void gmp__dump_quit(void)
 {
     /* Acquire: as in cursched. */
     struct schedt *s = atomic_load_explicit(&gmp__sched, memory_order_acquire);
@@ -754,22 +749,4 @@ static void on_quit(int sig, siginfo_t *si, void *uc)
         gmp__dump_fatal(s);
         gmp__flightrec_report(false, true);
     }
-    if (old_quit.sa_handler != SIG_DFL && old_quit.sa_handler != SIG_IGN)
-        gmp__sig_chain(sig, si, uc, &old_quit);
-    _exit(2);                       /* as Go does after its dump */
-}
-
-int gmp__sigquit_install(void)
-{
-    if (gmp__sig_take(SIGQUIT, on_quit, SA_ONSTACK, &old_quit) != 0)
-        return GMP_EINVAL;
-    quit_installed = true;
-    return 0;
-}
-
-void gmp__sigquit_restore(void)
-{
-    if (quit_installed)
-        sigaction(SIGQUIT, &old_quit, NULL);
-    quit_installed = false;
 }

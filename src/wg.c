@@ -21,6 +21,7 @@
 
 #include "runtime.h"
 #include "park.h"
+#include "sync.h"
 
 struct wg {
     _Atomic uint64_t state;

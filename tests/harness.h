@@ -6,7 +6,7 @@
  * (G_CHECK), plain threads (th_start), and a wait for the whole process
  * to be still (h_still).
  *
- * Rules the tests follow (STYLE.md, "Tests"):
+ * Rules the tests follow:
  *   - Assert on the test's own thread only. A cmocka assert longjmps to
  *     the test function's stack; from a goroutine or another thread that
  *     is undefined. Goroutines record into atomics; the test thread waits

@@ -4,10 +4,13 @@
  * preempt its goroutine, every 50 us, as sysmon does every 10 ms, so that
  * a test sees many preemption signals in little time. pe.sent counts its
  * rounds. And the helpers both tests use around it. Include after
- * harness.h and runtime.h.
+ * harness.h.
  */
 #ifndef GMP_TEST_PREEMPTER_H
 #define GMP_TEST_PREEMPTER_H
+
+#include "runtime.h"
+#include "preempt.h"
 
 static H_UNUSED struct schedt *cur_sched(void)
 {

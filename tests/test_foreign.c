@@ -33,6 +33,7 @@
 #include <pthread.h>
 
 #include "runtime.h"
+#include "preempt.h"
 
 /* libgmpt_linked.so (tests/foreign/spin.c). */
 uint32_t spin_until(const volatile uint32_t *word, _Atomic int64_t *rounds,

@@ -3,7 +3,7 @@
  * takes over (SIGSEGV, SIGURG, SIGQUIT) are called as the kernel would
  * have called them: with their sa_mask, the signal blocked unless
  * SA_NODEFER, siginfo only with SA_SIGINFO, reset by SA_RESETHAND, and
- * SIG_DFL / SIG_IGN as the kernel treats them (src/sigchain.h).
+ * SIG_DFL / SIG_IGN as the kernel treats them (src/signal.c).
  *
  * Each handler is installed before the runtime starts, so the runtime
  * saves it as the previous disposition; the signal is delivered on a

@@ -11,6 +11,7 @@
  * run first, while no runtime (and no runtime thread) exists here.
  */
 #include "harness.h"
+#include "stack.h"
 
 #include <limits.h>
 #include <sys/mman.h>
