@@ -3,8 +3,9 @@
  * group fixtures that start a runtime with a given number of Ps, the
  * sanitizer scale, a signal handler's install (h_handle), a forked-child
  * runner for promised crashes, checks made off the test thread
- * (G_CHECK), plain threads (th_start), and a wait for the whole process
- * to be still (h_still).
+ * (G_CHECK), plain threads (th_start), one check run in goroutines, on
+ * a plain thread and on the test thread at once (h_everywhere), and a
+ * wait for the whole process to be still (h_still).
  *
  * Rules the tests follow:
  *   - Assert on the test's own thread only. A cmocka assert longjmps to
@@ -574,6 +575,49 @@ static H_UNUSED void th_start(struct th *t, void (*fn)(void *), void *arg)
 static H_UNUSED void th_join(struct th *t)
 {
     assert_int_equal(pthread_join(t->t, NULL), 0);
+}
+
+/* What h_everywhere runs, and how many of its runs have returned. Static
+ * storage, not the test thread's stack: runs still going after a wait
+ * that timed out must not write into a frame that is gone. */
+static H_UNUSED struct {
+    void (*fn)(void *);
+    void *arg;
+    struct th t;
+    _Atomic int64_t done;           /* runs returned; seq_cst throughout */
+} h_ev;
+
+static H_UNUSED void h_ev_run(void *unused)
+{
+    (void)unused;
+    h_ev.fn(h_ev.arg);
+    /* seq_cst: once the test thread sees the count, it sees what fn
+     * did. */
+    atomic_fetch_add(&h_ev.done, 1);
+}
+
+/* Runs fn(arg) in ngoroutines goroutines, on a new plain thread and on
+ * the test thread, all at the same time, waits until every run has
+ * returned (h_wait's deadline), and joins the thread. For a check that
+ * must hold wherever it is called from: fn records what it finds
+ * (G_CHECK, atomics) and the test asserts afterwards. ngoroutines is 0
+ * where no runtime runs (gmp_procs() > 0 ? n : 0), or for a check of
+ * plain threads only. Returns 0, or -1 if a run did not return in time
+ * (the thread is then not joined). Context: the test thread. */
+static H_UNUSED int h_everywhere(void (*fn)(void *), void *arg,
+                                 int ngoroutines)
+{
+    h_ev.fn = fn;
+    h_ev.arg = arg;
+    atomic_store(&h_ev.done, 0);
+    for (int i = 0; i < ngoroutines; i++)
+        assert_int_equal(gmp_go(h_ev_run, NULL), 0);
+    th_start(&h_ev.t, h_ev_run, NULL);
+    h_ev_run(NULL);
+    if (h_wait(&h_ev.done, ngoroutines + 2) != 0)
+        return -1;
+    th_join(&h_ev.t);
+    return 0;
 }
 
 static H_UNUSED uint64_t xorshift(uint64_t *x)

@@ -473,15 +473,12 @@ static void test_sleep_many_sleepers_all_wake(void **state)
 /* gmprt.h: ns <= 0 returns at once; -1 is no GMP_FOREVER here. */
 static const int64_t nonpos[] = {0, -1, -5, -1000000000LL, INT64_MIN};
 
-static _Atomic int64_t np_done;
-
 static void nonpos_sleeper(void *arg)
 {
     (void)arg;
     for (int i = 0; i < 500; i++)
         for (int k = 0; k < 5; k++)
             gmp_sleep(nonpos[k]);
-    atomic_fetch_add(&np_done, 1);
 }
 
 /* Goroutines, a plain thread and the test thread call gmp_sleep with 0
@@ -489,19 +486,12 @@ static void nonpos_sleeper(void *arg)
  * deadline turns one that does not into a failure). */
 static void test_sleep_zero_and_negative_return(void **state)
 {
-    atomic_store(&np_done, 0);
-    struct th t;
-    int g = gmp_procs() > 0 ? 4 : 0;
-    for (int i = 0; i < g; i++)
-        assert_int_equal(gmp_go(nonpos_sleeper, NULL), 0);
-    th_start(&t, nonpos_sleeper, NULL);
-    nonpos_sleeper(NULL);
-    assert_int_equal(h_wait(&np_done, g + 2), 0);
-    th_join(&t);
+    assert_int_equal(h_everywhere(nonpos_sleeper, NULL,
+                                  gmp_procs() > 0 ? 4 : 0), 0);
     assert_quiet();
 }
 
-static _Atomic int64_t pt_done, pt_bad;
+static _Atomic int64_t pt_bad;
 
 static void plain_sleeps(void *arg)
 {
@@ -516,20 +506,14 @@ static void plain_sleeps(void *arg)
             if (!span_at_least(s, d[k]))
                 atomic_fetch_add(&pt_bad, 1);
         }
-    atomic_fetch_add(&pt_done, 1);
 }
 
 /* gmp_sleep on a plain thread (the test thread and a new one) sleeps that
  * thread at least as long; with or without a runtime running. */
 static void test_sleep_plain_thread(void **state)
 {
-    atomic_store(&pt_done, 0);
     atomic_store(&pt_bad, 0);
-    struct th t;
-    th_start(&t, plain_sleeps, NULL);
-    plain_sleeps(NULL);
-    th_join(&t);
-    assert_int_equal(atomic_load(&pt_done), 2);
+    assert_int_equal(h_everywhere(plain_sleeps, NULL, 0), 0);
     assert_int_equal(atomic_load(&pt_bad), 0);
 }
 
@@ -793,8 +777,6 @@ static void test_earlier_timer_wakes_idle_poller(void **state)
 
 /* ---- Select with a timeout ---------------------------------------------- */
 
-static _Atomic int64_t sel_done;
-
 static void sel_nil(void *arg)
 {
     (void)arg;
@@ -815,7 +797,6 @@ static void sel_nil(void *arg)
         G_CHECK(gmp_select(cs, 0, tmos[t]) == GMP_ETIMEDOUT);
         G_CHECK(span_at_least(sp, tmos[t]));
     }
-    atomic_fetch_add(&sel_done, 1);
 }
 
 /* A select over NULL channels only (or no case at all) with a positive
@@ -824,15 +805,7 @@ static void sel_nil(void *arg)
 static void test_select_timeout_nil_channels(void **state)
 {
     bad_reset();
-    atomic_store(&sel_done, 0);
-    struct th t;
-    int g = gmp_procs() > 0 ? 3 : 0;
-    for (int i = 0; i < g; i++)
-        assert_int_equal(gmp_go(sel_nil, NULL), 0);
-    th_start(&t, sel_nil, NULL);
-    sel_nil(NULL);
-    assert_int_equal(h_wait(&sel_done, g + 2), 0);
-    th_join(&t);
+    assert_int_equal(h_everywhere(sel_nil, NULL, gmp_procs() > 0 ? 3 : 0), 0);
     assert_quiet();
 }
 
@@ -840,6 +813,8 @@ static struct {
     gmp_chan_t *a, *b;              /* unbuffered, nobody else uses them */
     gmp_chan_t *full;               /* cap 1, full */
 } sg;
+
+static _Atomic int64_t sel_done;
 
 static void sel_gone(void *arg)
 {
