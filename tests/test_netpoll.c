@@ -929,8 +929,6 @@ static void test_netpoll_close_wakes_parked_with_ebadf(void **state)
 
 /* ---- gmp_fd_wait -------------------------------------------------------- */
 
-static _Atomic int64_t fdw_done;
-
 static void fd_wait_checks(void *arg)
 {
     (void)arg;
@@ -939,7 +937,6 @@ static void fd_wait_checks(void *arg)
     char buf[8];
     if (pipe2(p, O_CLOEXEC) != 0) {
         G_CHECK(false);        /* pipe */
-        atomic_fetch_add(&fdw_done, 1);
         return;
     }
     /* Empty: times out, no earlier than asked; polls say so at once. */
@@ -980,7 +977,6 @@ static void fd_wait_checks(void *arg)
             (GMP_POLLIN | GMP_POLLOUT));
     G_CHECK(gmp_read(p[0], buf, sizeof buf) == 0);
     G_CHECK(gmp_close(p[0]) == 0);
-    atomic_fetch_add(&fdw_done, 1);
 }
 
 /* The checks above in goroutines, on a plain thread and on the test
@@ -988,14 +984,7 @@ static void fd_wait_checks(void *arg)
 static void test_netpoll_fd_wait_timeouts_and_readiness(void **state)
 {
     bad_reset();
-    atomic_store(&fdw_done, 0);
-    struct th t;
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(gmp_go(fd_wait_checks, NULL), 0);
-    th_start(&t, fd_wait_checks, NULL);
-    fd_wait_checks(NULL);
-    assert_int_equal(h_wait(&fdw_done, 5), 0);
-    th_join(&t);
+    assert_int_equal(h_everywhere(fd_wait_checks, NULL, 3), 0);
     assert_quiet();
 }
 
@@ -1565,8 +1554,6 @@ static void test_netpoll_fd_numbers_reused_at_once(void **state)
 
 /* ---- Bad input ---------------------------------------------------------- */
 
-static _Atomic int64_t bad_done;
-
 /* Invalid fds only: an error, whether a runtime runs or not. */
 static void bad_fds(void)
 {
@@ -1606,7 +1593,6 @@ static void bad_input(void *arg)
     if (pipe2(p, O_CLOEXEC) != 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         G_CHECK(false);        /* pipe or socketpair */
-        atomic_fetch_add(&bad_done, 1);
         return;
     }
     /* A NULL buffer with n > 0, on an empty pipe: an error, not a wait. */
@@ -1643,21 +1629,13 @@ static void bad_input(void *arg)
     G_CHECK(gmp_read(p[0], buf, sizeof buf) == 1 && buf[0] == 'q');
     G_CHECK(gmp_close(p[0]) == 0);
     G_CHECK(gmp_close(p[1]) == 0);
-    atomic_fetch_add(&bad_done, 1);
 }
 
 /* Bad input from goroutines, a plain thread and the test thread. */
 static void test_netpoll_bad_input_is_an_error(void **state)
 {
     bad_reset();
-    atomic_store(&bad_done, 0);
-    struct th t;
-    assert_int_equal(gmp_go(bad_input, NULL), 0);
-    assert_int_equal(gmp_go(bad_input, NULL), 0);
-    th_start(&t, bad_input, NULL);
-    bad_input(NULL);
-    assert_int_equal(h_wait(&bad_done, 4), 0);
-    th_join(&t);
+    assert_int_equal(h_everywhere(bad_input, NULL, 2), 0);
     assert_quiet();
 }
 
