@@ -768,11 +768,8 @@ static void test_preempt_should_yield_asks_the_host(void **state)
 {
     assert_int_equal(gmp_should_yield(), 0);    /* not a goroutine */
     for (int procs = 1; procs <= 4; procs *= 2) {
-        gmp_config_t cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.procs = procs;
-        cfg.async_preempt_off = 1;
-        assert_int_equal(gmp_init(&cfg), 0);
+        void *env;
+        assert_int_equal(h_up_nopreempt(&env, procs), 0);
         sy_procs = procs;
         atomic_store(&sy_started, 0);
         atomic_store(&sy_others, 0);
