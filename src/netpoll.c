@@ -35,7 +35,7 @@
  * waker touches the record only under the lock or after winning the
  * claim.
  *
- * sched.netpollWaiters counts records linked on any list: findrunnable
+ * sched.netpoll_waiters counts records linked on any list: findrunnable
  * blocks in epoll_wait only if it is non-zero or a timer is pending.
  *
  * Descriptor lifetime: refs counts the gmp_* calls inside the fd; gmp_close
@@ -135,7 +135,7 @@ void gmp__netpoll_break(struct schedt *s)
     uint32_t zero = 0;
     /* Relaxed: only de-duplicates writes; the eventfd carries the wake-up
      * (and epoll_wait's return orders what the breaker did before). */
-    if (!atomic_compare_exchange_strong_explicit(&s->netpollWakeSig, &zero, 1,
+    if (!atomic_compare_exchange_strong_explicit(&s->netpoll_wakesig, &zero, 1,
                                                  memory_order_relaxed,
                                                  memory_order_relaxed))
         return;
@@ -147,11 +147,11 @@ void gmp__netpoll_break(struct schedt *s)
 void gmp__netpoll_wake_for(struct schedt *s, int64_t when)
 {
     /* Seq_cst, both: the adder's heap update (under its lock) and these
-     * loads against the poller's store of pollUntil / lastpoll; a poller
+     * loads against the poller's store of poll_until / lastpoll; a poller
      * that chose its sleep before seeing our timer is either seen here
      * (and broken) or still ahead of its own re-check. */
     if (atomic_load(&s->lastpoll) == 0) {
-        int64_t until = atomic_load(&s->pollUntil);
+        int64_t until = atomic_load(&s->poll_until);
         if (until == 0 || until > when)
             gmp__netpoll_break(s);
     } else {
@@ -165,7 +165,7 @@ void gmp__netpoll_wake_for(struct schedt *s, int64_t when)
 bool gmp__netpoll_waiting(struct schedt *s)
 {
     /* Relaxed: a hint; see findrunnable. */
-    return atomic_load_explicit(&s->netpollWaiters, memory_order_relaxed) != 0;
+    return atomic_load_explicit(&s->netpoll_waiters, memory_order_relaxed) != 0;
 }
 
 static int epwait(struct schedt *s, struct epoll_event *ev, int n,
@@ -195,7 +195,7 @@ static int epwait(struct schedt *s, struct epoll_event *ev, int n,
  * are under pd->lock. */
 static void waiters_add(struct schedt *s, int d)
 {
-    atomic_fetch_add_explicit(&s->netpollWaiters, (uint32_t)d,
+    atomic_fetch_add_explicit(&s->netpoll_waiters, (uint32_t)d,
                               memory_order_relaxed);
 }
 
@@ -266,7 +266,7 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
                 while (GMP_LIBC(read)(s->evfd, &v, sizeof v) < 0 && errno == EINTR)
                     ;
                 /* Relaxed: see gmp__netpoll_break. */
-                atomic_store_explicit(&s->netpollWakeSig, 0,
+                atomic_store_explicit(&s->netpoll_wakesig, 0,
                                       memory_order_relaxed);
             }
             continue;

@@ -395,14 +395,14 @@ struct schedt {
                                        (sysmon.c) */
 
     /* The poller (netpoll.c). lastpoll: when an M last returned from
-     * epoll_wait, 0 while one blocks in it (at most one does); pollUntil:
-     * when that one wakes by itself (0: never). netpollWaiters: waiter
+     * epoll_wait, 0 while one blocks in it (at most one does); poll_until:
+     * when that one wakes by itself (0: never). netpoll_waiters: waiter
      * records linked on descriptors. Their own line: idle Ms and timer
      * adders read them. */
     GMP_ALIGNED _Atomic int64_t lastpoll;
-    _Atomic int64_t pollUntil;
-    _Atomic uint32_t netpollWaiters;
-    _Atomic uint32_t netpollWakeSig;    /* a break is pending */
+    _Atomic int64_t poll_until;
+    _Atomic uint32_t netpoll_waiters;
+    _Atomic uint32_t netpoll_wakesig;    /* a break is pending */
     /* Set by sysmon (seq_cst) while it is the M-less poller (sysmon.c);
      * an M that idles its P meanwhile breaks the poll to get the role
      * back. */

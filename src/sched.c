@@ -681,7 +681,7 @@ top:
     /* Seq_cst: see gmp__netpoll_wake_for. */
     if ((gmp__netpoll_waiting(s) || until != 0) &&
         atomic_exchange(&s->lastpoll, 0) != 0) {
-        atomic_store(&s->pollUntil, until);
+        atomic_store(&s->poll_until, until);
         int64_t delay = -1;
         if (until != 0) {
             delay = until - gmp__nanotime();
@@ -694,7 +694,7 @@ top:
         /* The exit breaks the poll. */
         if (!gmp__exiting(s))
             gp = gmp__netpoll(s, delay, &tail, &n);
-        atomic_store(&s->pollUntil, 0);
+        atomic_store(&s->poll_until, 0);
         atomic_store(&s->lastpoll, gmp__nanotime());
         gmp__lock(&s->lock);
         pp = pidleget(s);
@@ -725,7 +725,7 @@ top:
     } else if (until != 0) {
         /* Another M blocks in the poller: make it wake for our timer if
          * it sleeps past it. Seq_cst: as above. */
-        int64_t pu = atomic_load(&s->pollUntil);
+        int64_t pu = atomic_load(&s->poll_until);
         if (pu == 0 || pu > until)
             gmp__netpoll_break(s);
     }

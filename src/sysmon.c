@@ -304,13 +304,13 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
         return;
     }
     /* Seq_cst: see gmp__netpoll_wake_for. */
-    atomic_store(&s->pollUntil, until);
+    atomic_store(&s->poll_until, until);
     struct g *list = NULL, *tail = NULL;
     int32_t n = 0;
     /* The exit breaks the poll. */
     if (!gmp__exiting(s))
         list = gmp__netpoll(s, delay, &tail, &n);
-    atomic_store(&s->pollUntil, 0);             /* seq_cst: as above */
+    atomic_store(&s->poll_until, 0);             /* seq_cst: as above */
     now = gmp__nanotime();
     *ownpoll = now;
     atomic_store(&s->sysmonpoll, false);        /* seq_cst: as above */

@@ -188,7 +188,7 @@ static void stats_of(struct schedt *s, gmp_stats_t *out)
         (uint64_t)atomic_load_explicit(&s->nmspinning, memory_order_relaxed);
     out->handoffs = atomic_load_explicit(&s->nhandoff, memory_order_relaxed);
     out->netpoll_waiters =
-        atomic_load_explicit(&s->netpollWaiters, memory_order_relaxed);
+        atomic_load_explicit(&s->netpoll_waiters, memory_order_relaxed);
     out->procs = (uint64_t)s->procs;
     gmp__lock(&s->lock);
     out->threads = (uint64_t)s->mcount;

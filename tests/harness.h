@@ -5,7 +5,8 @@
  * runner for promised crashes, checks made off the test thread
  * (G_CHECK), plain threads (th_start), one check run in goroutines, on
  * a plain thread and on the test thread at once (h_everywhere), and a
- * wait for the whole process to be still (h_still).
+ * wait for the whole process to be still (h_still). Tests that look
+ * inside the runtime add internal.h, the one seam to its internals.
  *
  * Rules the tests follow:
  *   - Assert on the test's own thread only. A cmocka assert longjmps to
@@ -283,6 +284,22 @@ static H_UNUSED int h_wait_quiet(void)
 struct h_env {
     int procs;              /* Ps of the runtime the group started */
 };
+
+/* The Ps of the group's runtime; 0 in a group without one. */
+static H_UNUSED int h_env_procs(void **state)
+{
+    struct h_env *env = *state;
+    return env ? env->procs : 0;
+}
+
+/* A channel of sz-byte elements and capacity cap, asserted made.
+ * Context: the test thread. */
+static H_UNUSED gmp_chan_t *h_chan(size_t sz, size_t cap)
+{
+    gmp_chan_t *c = gmp_chan_make(sz, cap);
+    assert_non_null(c);
+    return c;
+}
 
 /* Starts the runtime a group runs on, as cfg says (cfg->procs nonzero). */
 static H_UNUSED int h_up_with(void **state, const gmp_config_t *cfg)

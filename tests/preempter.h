@@ -9,19 +9,13 @@
 #ifndef GMP_TEST_PREEMPTER_H
 #define GMP_TEST_PREEMPTER_H
 
-#include "runtime.h"
-#include "preempt.h"
-
-static H_UNUSED struct schedt *cur_sched(void)
-{
-    return atomic_load(&gmp__sched);
-}
+#include "internal.h"
 
 /* Asynchronous preemption is on in this build and runtime (not TSan, not
  * valgrind, libc linked dynamically). */
 static H_UNUSED bool async_on(void)
 {
-    struct schedt *s = cur_sched();
+    struct schedt *s = h_sched();
     return s && s->async_preempt;
 }
 
@@ -70,7 +64,7 @@ static H_UNUSED void preempter_start(void)
 {
     atomic_store(&pe.stop, 0);
     atomic_store(&pe.sent, 0);
-    if (pthread_create(&pe.thread, NULL, preempter, cur_sched()) != 0)
+    if (pthread_create(&pe.thread, NULL, preempter, h_sched()) != 0)
         abort();
 }
 

@@ -11,8 +11,7 @@
 #include <ftw.h>
 #include <sys/stat.h>
 
-#include "runtime.h"
-#include "cgroup.h"
+#include "internal.h"
 
 /* ---- Fake trees --------------------------------------------------------- */
 
@@ -411,7 +410,7 @@ static int start_procs(int procs, bool *rereads)
     cfg.procs = procs;
     assert_int_equal(gmp_init(&cfg), 0);
     int n = gmp_procs();
-    struct schedt *s = atomic_load(&gmp__sched);
+    struct schedt *s = h_sched();
     *rereads = s->cgroup != NULL;
     assert_int_equal(gmp_shutdown(), 0);
     return n;
@@ -489,7 +488,7 @@ static int want_default;
 static bool default_is(void *arg)
 {
     (void)arg;
-    struct schedt *s = atomic_load(&gmp__sched);
+    struct schedt *s = h_sched();
     return atomic_load(&s->procs_default) == want_default;
 }
 

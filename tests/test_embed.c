@@ -28,7 +28,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-#include "runtime.h"                /* gflock, for the lock-free walk */
+#include "internal.h"
 
 /* ---- Thread hooks ----------------------------------------------------------- */
 

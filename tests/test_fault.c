@@ -15,7 +15,7 @@
 
 #include <sys/resource.h>
 
-#include "runtime.h"
+#include "internal.h"
 
 /* ---- Injected thread-creation failures ---------------------------------- */
 

@@ -32,8 +32,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include "runtime.h"
-#include "preempt.h"
+#include "internal.h"
 
 /* libgmpt_linked.so (tests/foreign/spin.c). */
 uint32_t spin_until(const volatile uint32_t *word, _Atomic int64_t *rounds,
@@ -47,7 +46,7 @@ void spin_touch(void);
 typedef uint32_t spin_until_fn(const volatile uint32_t *, _Atomic int64_t *,
                                int64_t);
 
-#include "preempter.h"           /* and cur_sched, self, async_of */
+#include "preempter.h"           /* and self, async_of */
 
 static uint32_t refused_of(struct g *gp)
 {

@@ -45,24 +45,9 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "runtime.h"                /* sched.netpollWaiters */
+#include "internal.h"
 
 /* ---- Helpers ------------------------------------------------------------ */
-
-static uint32_t netpoll_waiters(void)
-{
-    struct schedt *s = atomic_load(&gmp__sched);
-    return s ? atomic_load(&s->netpollWaiters) : 0;
-}
-
-/* The end of every test: all goroutines returned, no fd waiter left, no
- * failed check. */
-static void assert_quiet(void)
-{
-    assert_int_equal(h_wait_quiet(), 0);
-    assert_int_equal(netpoll_waiters(), 0);
-    ASSERT_NO_BAD();
-}
 
 static uint8_t pat(uint64_t off, unsigned seed)
 {
@@ -92,7 +77,7 @@ static void each_way(void (*body)(void *), void (*between)(void))
         }
         assert_int_equal(h_wait(&done, 1), 0);
         run_join(&r);
-        assert_quiet();
+        h_assert_quiet_fds();
     }
 }
 
@@ -230,7 +215,7 @@ static void test_io_dontwait_send_skips_a_taken_write_turn(void **state)
     assert_int_equal(h_wait(&turn_sent, 100000), 0);
     assert_int_equal(atomic_load(&turn_sent), 100000);
     close_all(2);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- UDP ------------------------------------------------------------------- */
@@ -398,7 +383,7 @@ static void test_io_readv_writev_bytes_exact(void **state)
         assert_int_equal(h_wait(&big_read, (int64_t)NVEC * VLEN), 0);
         assert_int_equal(atomic_load(&big_read), (int64_t)NVEC * VLEN);
         run_join(&r);
-        assert_quiet();
+        h_assert_quiet_fds();
     }
     close_all(6);
 }
@@ -587,7 +572,7 @@ static void test_io_accept4_flags(void **state)
         run_join(&r);
         assert_int_equal(close(last), 0);
         assert_int_equal(close(dialled), 0);
-        assert_quiet();
+        h_assert_quiet_fds();
     }
     close_all(1);
 }
@@ -688,7 +673,7 @@ static void test_io_poll_reports_the_one_ready_fd(void **state)
         hup_between();
         assert_int_equal(h_wait(&done, 1), 0);
         run_join(&r);
-        assert_quiet();
+        h_assert_quiet_fds();
         assert_int_equal(close(fds[6]), 0);
     }
     unlink(tmpname);
@@ -905,7 +890,7 @@ static void test_io_resolver_does_not_hold_the_p(void **state)
     lookup((void *)(intptr_t)1);
     lookup((void *)(intptr_t)2);
     assert_int_equal(atomic_load(&lookups_done), NLOOKUP + 1003);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- fds closed behind the runtime's back -------------------------------- */

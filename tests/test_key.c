@@ -19,7 +19,7 @@
 
 #include <sys/syscall.h>
 
-#include "runtime.h"
+#include "internal.h"
 
 /* Goroutines that spin through yields until stop is set, so that a
  * yielding goroutine has somewhere to go and threads have work. Each

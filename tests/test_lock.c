@@ -12,7 +12,7 @@
 
 #include <pthread.h>
 
-#include "lock.h"
+#include "internal.h"
 
 /* ---- Mutex -------------------------------------------------------------- */
 

@@ -28,7 +28,7 @@
  *     socket not listening, a peer gone) is an error, never a crash or a
  *     hang;
  *   - after each test every goroutine has returned and the poller holds
- *     no waiter (white-box: sched.netpollWaiters); the group's
+ *     no waiter (white-box: sched.netpoll_waiters); the group's
  *     gmp_shutdown completes;
  *   - deadlock detection after network I/O (forked children, as
  *     test_deadlock.c): after a socketpair round trip, main blocking for
@@ -54,8 +54,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
-#include "runtime.h"                /* sched.netpollWaiters */
-#include "netpoll.h"                /* gmp__pd_read_skip */
+#include "internal.h"
 
 /* ---- Helpers ------------------------------------------------------------ */
 
@@ -74,24 +73,6 @@ static uint8_t pat(uint64_t off, unsigned seed)
 {
     return (uint8_t)(off * 131u + seed + (off >> 9) * 7u);
 }
-
-/* Poller waiters left over: every goroutine and thread parked on an fd
- * has a waiter record counted here (white-box). */
-static uint32_t netpoll_waiters(void)
-{
-    struct schedt *s = atomic_load(&gmp__sched);
-    return s ? atomic_load(&s->netpollWaiters) : 0;
-}
-
-/* The end of every test with a runtime: all goroutines returned, no
- * waiter left on any descriptor. */
-static void assert_quiet(void)
-{
-    assert_int_equal(h_wait_quiet(), 0);
-    assert_int_equal(netpoll_waiters(), 0);
-    ASSERT_NO_BAD();
-}
-
 
 /* A listening TCP socket on 127.0.0.1, any port; its address in *sa. */
 static int mklistener(struct sockaddr_in *sa)
@@ -443,7 +424,7 @@ static void test_netpoll_reader_parks_then_reads_all_then_eof(void **state)
         assert_int_equal(atomic_load(&st1.got), (int64_t)total);
         assert_int_equal(atomic_load(&st1.eof), 1);
     }
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* Many pipes and socketpairs at once, each with a reader and a writer
@@ -475,7 +456,7 @@ static void test_netpoll_many_streams_at_once(void **state)
             assert_int_equal(atomic_load(&sts[i].eof), 1);
         }
     }
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- A large write into a slowly drained pipe --------------------------- */
@@ -533,7 +514,7 @@ static void test_netpoll_large_write_returns_full_length(void **state)
         assert_int_equal(atomic_load(&st1.eof), 1);
     }
     free(buf);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- Concurrent readers and writers on one fd --------------------------- */
@@ -617,7 +598,7 @@ static void test_netpoll_concurrent_readers_share_bytes(void **state)
         }
         assert_int_equal(gmp_close(fd[0]), 0);
     }
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* Readers that got EAGAIN at the same moment and have not parked yet
@@ -678,7 +659,7 @@ static void test_netpoll_every_reader_sees_the_last_event(void **state)
         assert_int_equal(atomic_load(&ev1.got), bytes);
         assert_int_equal(gmp_close(fd[0]), 0);
     }
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 #define TURN_WRITERS 4
@@ -748,7 +729,7 @@ static void test_netpoll_concurrent_writers_take_turns(void **state)
     free(all);
     assert_int_equal(gmp_close(fd[1]), 0);
     assert_int_equal(gmp_close(fd[0]), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- gmp_close wakes whoever is parked ---------------------------------- */
@@ -924,7 +905,7 @@ static void test_netpoll_close_wakes_parked_with_ebadf(void **state)
         cw.fd = mklistener(&sa);
         close_wakes(cw_accepters, 3, by_g);
     }
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- gmp_fd_wait -------------------------------------------------------- */
@@ -985,7 +966,7 @@ static void test_netpoll_fd_wait_timeouts_and_readiness(void **state)
 {
     bad_reset();
     assert_int_equal(h_everywhere(fd_wait_checks, NULL, 3), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 static struct {
@@ -1065,7 +1046,7 @@ static void test_netpoll_fd_wait_woken_by_readiness(void **state)
         assert_int_equal(gmp_close(fd[0]), 0);
         assert_int_equal(gmp_close(fd[1]), 0);
     }
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- TCP over loopback -------------------------------------------------- */
@@ -1206,7 +1187,7 @@ static void test_netpoll_acceptors_share_a_burst(void **state)
         assert_int_equal(atomic_load(&acc.accepted), ACC_N);
     }
     assert_int_equal(gmp_close(acc.lfd), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* A server goroutine parks in gmp_accept before any client exists;
@@ -1242,7 +1223,7 @@ static void test_netpoll_tcp_echo_round_trips(void **state)
             want += 1 + ((int64_t)m * 37 + i * 11) % 3000;
     assert_int_equal(atomic_load(&tcp.echoed_bytes), want);
     assert_int_equal(gmp_close(tcp.lfd), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* After a short read a TCP socket's next read waits for an event instead
@@ -1327,7 +1308,7 @@ static void test_netpoll_short_tcp_read_at_urgent_byte_or_fin(void **state)
     for (int i = 0; i < 4; i++)
         short_read_case(lfd, &sa, i & 1, i & 2);
     close(lfd);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 static struct {
@@ -1372,7 +1353,7 @@ static void test_netpoll_connect_refused(void **state)
         assert_int_equal(atomic_load(&refused.rc), -ECONNREFUSED);
     }
     assert_int_equal(gmp_close(holder), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- Plain threads ------------------------------------------------------ */
@@ -1432,7 +1413,7 @@ static void test_netpoll_thread_blocks_until_goroutine_writes(void **state)
     assert_int_equal(h_wait(&tcp.clients_done, 1), 0);
     assert_int_equal(atomic_load(&tcp.conns_done), 1);
     assert_int_equal(gmp_close(tcp.lfd), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- Files -------------------------------------------------------------- */
@@ -1491,7 +1472,7 @@ static void test_netpoll_regular_files_and_dev_null(void **state)
     th_join(&t);
     file_checks(NULL);
     assert_int_equal(atomic_load(&file_done), 3);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- fd numbers reused at once ------------------------------------------ */
@@ -1549,7 +1530,7 @@ static void test_netpoll_fd_numbers_reused_at_once(void **state)
     th_join(&t[0]);
     th_join(&t[1]);
     assert_int_equal(atomic_load(&reuse.failed), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* ---- Bad input ---------------------------------------------------------- */
@@ -1636,7 +1617,7 @@ static void test_netpoll_bad_input_is_an_error(void **state)
 {
     bad_reset();
     assert_int_equal(h_everywhere(bad_input, NULL, 2), 0);
-    assert_quiet();
+    h_assert_quiet_fds();
 }
 
 /* With no runtime at all, an invalid fd is still an error, not a crash. */

@@ -13,9 +13,7 @@
  * number of submitters parked at capacity) to know a submitter is blocked.
  */
 #include "harness.h"
-
-/* pool.c's hook for the tests: submitters waiting at capacity now. */
-size_t gmp__pool_waiting(gmp_pool_t *p);
+#include "internal.h"                /* gmp__pool_waiting */
 
 /* ---- Shared pieces ------------------------------------------------------- */
 

@@ -19,7 +19,7 @@
 #include <cpuid.h>
 #endif
 
-#include "runtime.h"
+#include "internal.h"
 
 /* In tests/arch/preempt_<arch>.S. */
 void h_async_regs(uint64_t iters, const void *pat, void *out, int level);
@@ -359,7 +359,7 @@ static void test_preempt_disabled_section_is_not_preempted(void **state)
 static bool pc_in_shared_lib(uintptr_t pc)
 {
     Dl_info pi, mi;
-    if (!dladdr((void *)pc, &pi) || !dladdr((void *)&cur_sched, &mi))
+    if (!dladdr((void *)pc, &pi) || !dladdr((void *)&h_sched, &mi))
         return false;
     return pi.dli_fbase != mi.dli_fbase;
 }

@@ -23,7 +23,7 @@
 
 #include <pthread.h>
 
-#include "runtime.h"
+#include "internal.h"
 
 /* ---- Hand-built objects ------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 
 #include <pthread.h>
 
-#include "runtime.h"
+#include "internal.h"
 
 /* ---- Every goroutine runs exactly once ---------------------------------- */
 
@@ -570,7 +570,7 @@ static void test_sched_yield_outside_goroutine_returns(void **state)
 
 static bool all_ps_idle(void *arg)
 {
-    struct schedt *s = atomic_load(&gmp__sched);
+    struct schedt *s = h_sched();
     (void)arg;
     return s && atomic_load(&s->npidle) == s->procs;
 }

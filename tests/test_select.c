@@ -63,13 +63,6 @@ static gmp_case_t mkcase(gmp_chan_t *c, int op, void *elem)
     return k;
 }
 
-static gmp_chan_t *mkchan(size_t sz, size_t cap)
-{
-    gmp_chan_t *c = gmp_chan_make(sz, cap);
-    assert_non_null(c);
-    return c;
-}
-
 /* Runs fn in a goroutine and waits for it: a call that should return at
  * once but blocks shows as a timed-out wait, not a hung test thread. */
 static _Atomic int64_t gdone;
@@ -102,7 +95,7 @@ static void bad_forever(void *arg)
 static void test_select_bad_arguments(void **state)
 {
     bad_reset();
-    gmp_chan_t *ready = mkchan(sizeof(long), 4);
+    gmp_chan_t *ready = h_chan(sizeof(long), 4);
     long one = 1, v = -1, s = 9;
     assert_int_equal(gmp_chan_send(ready, &one), 0);
     const int64_t tmos[] = {0, -3};
@@ -128,7 +121,7 @@ static void test_select_bad_arguments(void **state)
         assert_int_equal(gmp_chan_len(ready), 1);
     }
     /* A NULL element is fine where there is no payload. */
-    gmp_chan_t *sig = mkchan(0, 1);
+    gmp_chan_t *sig = h_chan(0, 1);
     gmp_case_t cs[1] = {mkcase(sig, GMP_SEND, NULL)};
     assert_int_equal(gmp_select(cs, 1, 0), 0);
     assert_int_equal(cs[0].result, 0);
@@ -197,8 +190,8 @@ static void positive_timeouts_g(void *arg)
 static void test_select_positive_timeout_times_out(void **state)
 {
     bad_reset();
-    pt.c = mkchan(sizeof(long), 0);
-    pt.full = mkchan(sizeof(long), 1);
+    pt.c = h_chan(sizeof(long), 0);
+    pt.full = h_chan(sizeof(long), 1);
     long v = 3;
     assert_int_equal(gmp_chan_send(pt.full, &v), 0);
     positive_timeouts(pt.c, pt.full, false);
@@ -215,10 +208,10 @@ static void test_select_positive_timeout_times_out(void **state)
 static void test_select_poll_nothing_ready(void **state)
 {
     const int64_t tmos[] = {0, -2, -1000000, INT64_MIN};
-    gmp_chan_t *unb = mkchan(sizeof(long), 0);
-    gmp_chan_t *empty = mkchan(sizeof(long), 3);
-    gmp_chan_t *full = mkchan(sizeof(long), 2);
-    gmp_chan_t *sigfull = mkchan(0, 1);
+    gmp_chan_t *unb = h_chan(sizeof(long), 0);
+    gmp_chan_t *empty = h_chan(sizeof(long), 3);
+    gmp_chan_t *full = h_chan(sizeof(long), 2);
+    gmp_chan_t *sigfull = h_chan(0, 1);
     long v = 11, r[4];
     assert_int_equal(gmp_chan_send(full, &v), 0);
     assert_int_equal(gmp_chan_send(full, &v), 0);
@@ -266,7 +259,7 @@ static void test_select_nil_channels(void **state)
         assert_int_equal(gmp_select(cs, n, -1000), GMP_EAGAIN);
     }
     /* With one ready case among them it is always that one. */
-    gmp_chan_t *c = mkchan(sizeof(long), 1);
+    gmp_chan_t *c = h_chan(sizeof(long), 1);
     for (int it = 0; it < 1000; it++) {
         int pos = it % 5;
         gmp_case_t k[5];
@@ -291,11 +284,11 @@ static void test_select_nil_channels(void **state)
  * its index, result 0, its value; no other case performed or written. */
 static void test_select_poll_one_ready(void **state)
 {
-    gmp_chan_t *unb = mkchan(sizeof(long), 0);
-    gmp_chan_t *empty = mkchan(sizeof(long), 2);
-    gmp_chan_t *full = mkchan(sizeof(long), 1);
-    gmp_chan_t *rc = mkchan(sizeof(long), 3);
-    gmp_chan_t *sc = mkchan(sizeof(long), 3);
+    gmp_chan_t *unb = h_chan(sizeof(long), 0);
+    gmp_chan_t *empty = h_chan(sizeof(long), 2);
+    gmp_chan_t *full = h_chan(sizeof(long), 1);
+    gmp_chan_t *rc = h_chan(sizeof(long), 3);
+    gmp_chan_t *sc = h_chan(sizeof(long), 3);
     long v = 4;
     assert_int_equal(gmp_chan_send(full, &v), 0);
     for (int n = 1; n <= 6; n++)
@@ -399,12 +392,12 @@ static int poll_until_ready(gmp_case_t *cs, size_t n)
 
 static void test_select_poll_pairs_with_blocked_partner(void **state)
 {
-    gmp_chan_t *other = mkchan(sizeof(long), 0);
+    gmp_chan_t *other = h_chan(sizeof(long), 0);
     for (int it = 0; it < 200; it++) {
         bool thread = it & 1;
         struct th t;
         long r = -1, o = -1, s = 500 + it;
-        bp.c = mkchan(sizeof(long), 0);
+        bp.c = h_chan(sizeof(long), 0);
         atomic_store(&bp.done, 0);
         bp.got = -1;
         bp.r = 1;
@@ -469,8 +462,8 @@ static void test_select_closed_channels(void **state)
         size_t cap = ccaps[k];
         /* Send case on a closed channel, with room (cap > 1) or full. */
         for (size_t fill = 0; fill <= (cap ? 1 : 0); fill++) {
-            gmp_chan_t *c = mkchan(sizeof(long), cap);
-            gmp_chan_t *unb = mkchan(sizeof(long), 0);
+            gmp_chan_t *c = h_chan(sizeof(long), cap);
+            gmp_chan_t *unb = h_chan(sizeof(long), 0);
             for (long i = 0; i < (long)fill; i++)
                 assert_int_equal(gmp_chan_send(c, &i), 0);
             assert_int_equal(gmp_chan_close(c), 0);
@@ -514,7 +507,7 @@ static void test_select_closed_channels(void **state)
     }
     /* A large element is zeroed whole. */
     uint8_t b[1000];
-    gmp_chan_t *c = mkchan(sizeof b, 0);
+    gmp_chan_t *c = h_chan(sizeof b, 0);
     assert_int_equal(gmp_chan_close(c), 0);
     memset(b, 0xcd, sizeof b);
     gmp_case_t rc[1] = {mkcase(c, GMP_RECV, b)};
@@ -708,7 +701,7 @@ static void test_select_same_channel_cases(void **state)
 {
     /* Send and receive on one buffered channel: empty, only the send is
      * ready; full, only the receive. */
-    gmp_chan_t *c = mkchan(sizeof(long), 1);
+    gmp_chan_t *c = h_chan(sizeof(long), 1);
     for (long it = 0; it < 100; it++) {
         long s = it, r = -1;
         gmp_case_t cs[2] = {mkcase(c, GMP_RECV, &r), mkcase(c, GMP_SEND, &s)};
@@ -724,7 +717,7 @@ static void test_select_same_channel_cases(void **state)
 
     /* Half full: both ready, each chosen about half the time, and exactly
      * one performed. */
-    c = mkchan(sizeof(long), 2);
+    c = h_chan(sizeof(long), 2);
     long n = H_SCALE(20000L), cnt[2] = {0, 0};
     for (long it = 0; it < n; it++) {
         long s = 2 * it + 1, r = -1, pre = 2 * it;
@@ -753,7 +746,7 @@ static void test_select_same_channel_cases(void **state)
 
     /* Two sends on one channel with room for one: one performed, its
      * value. */
-    c = mkchan(sizeof(long), 1);
+    c = h_chan(sizeof(long), 1);
     for (int it = 0; it < 100; it++) {
         long s0 = 10, s1 = 11, got = -1;
         gmp_case_t cs[2] = {mkcase(c, GMP_SEND, &s0), mkcase(c, GMP_SEND, &s1)};
@@ -766,7 +759,7 @@ static void test_select_same_channel_cases(void **state)
     gmp_chan_free(c);
 
     /* Unbuffered: a select's own send never pairs with its own receive. */
-    c = mkchan(sizeof(long), 0);
+    c = h_chan(sizeof(long), 0);
     long s = 1, r = -1;
     gmp_case_t cs[3] = {mkcase(c, GMP_SEND, &s), mkcase(c, GMP_RECV, &r),
                         mkcase(c, GMP_SEND, &s)};
@@ -811,8 +804,8 @@ static void test_select_duplicate_channel_blocking(void **state)
         bool thread = (it % 4) == 3;
         int way = (int)(it % 3);            /* 0: send c, 1: send d, 2: close c */
         struct th t;
-        dc.c = mkchan(sizeof(long), 0);
-        dc.d = mkchan(sizeof(long), 0);
+        dc.c = h_chan(sizeof(long), 0);
+        dc.d = h_chan(sizeof(long), 0);
         if (thread)
             th_start(&t, dup_selector, NULL);
         else
@@ -894,7 +887,7 @@ static void test_select_many_cases(void **state)
     for (int z = 0; z < 2; z++) {
         mc.n = sizes[z];
         for (int i = 0; i < mc.n; i++)
-            mc.ch[i] = mkchan(sizeof(long), (size_t)(i & 1));
+            mc.ch[i] = h_chan(sizeof(long), (size_t)(i & 1));
         for (int it = 0; it < 40; it++, rounds++) {
             bool thread = it & 1;
             struct th t;
@@ -931,7 +924,7 @@ static void test_select_many_cases(void **state)
     gmp_case_t cs[64];
     for (int i = 0; i < n; i++) {
         long one = i;
-        mc.ch[i] = mkchan(sizeof(long), 1);
+        mc.ch[i] = h_chan(sizeof(long), 1);
         assert_int_equal(gmp_chan_send(mc.ch[i], &one), 0);
         cs[i] = mkcase(mc.ch[i], GMP_RECV, &mc.buf[i]);
     }
@@ -1014,11 +1007,11 @@ static void test_select_blocking_woken_by_each_case(void **state)
         int mode = (int)((it / 5) % 3);      /* who selects, who wakes */
         bool sel_thread = mode == 1, wake_goroutine = mode != 0;
         struct th t;
-        bw.a = mkchan(sizeof(long), 0);
-        bw.b = mkchan(sizeof(long), 1);
-        bw.s = mkchan(sizeof(long), 0);
-        bw.x = mkchan(sizeof(long), 0);
-        bw.y = mkchan(sizeof(long), 0);
+        bw.a = h_chan(sizeof(long), 0);
+        bw.b = h_chan(sizeof(long), 1);
+        bw.s = h_chan(sizeof(long), 0);
+        bw.x = h_chan(sizeof(long), 0);
+        bw.y = h_chan(sizeof(long), 0);
         bw.way = (int)(it % 5);
         bw.val = it;
         bw.sv = 1000000 + it;
@@ -1094,9 +1087,9 @@ static void test_select_close_wakes_every_select(void **state)
 {
     for (int round = 0; round < 10; round++) {
         struct th t[CM_T];
-        cm.c = mkchan(sizeof(long), 0);
-        cm.d = mkchan(sizeof(long), 2);
-        cm.e = mkchan(sizeof(long), 0);
+        cm.c = h_chan(sizeof(long), 0);
+        cm.d = h_chan(sizeof(long), 2);
+        cm.e = h_chan(sizeof(long), 0);
         atomic_store(&cm.attempting, 0);
         atomic_store(&cm.done, 0);
         atomic_store(&cm.right, 0);
@@ -1169,7 +1162,7 @@ static void test_select_self_select(void **state)
     const size_t scaps[] = {0, 10};
     for (int k = 0; k < 2; k++) {
         ss.cap = scaps[k];
-        ss.c = mkchan(sizeof(long), ss.cap);
+        ss.c = h_chan(sizeof(long), ss.cap);
         ss.n = H_SCALE(50000L);
         atomic_store(&ss.sends, 0);
         atomic_store(&ss.recvs, 0);
@@ -1335,8 +1328,8 @@ static void run_routers(size_t capin, size_t capout)
     struct th tp, tc;
     long n = RT_P * rt.per;
     for (int j = 0; j < 2; j++) {
-        rt.in[j] = mkchan(sizeof(long), capin);
-        rt.out[j] = mkchan(sizeof(long), capout);
+        rt.in[j] = h_chan(sizeof(long), capin);
+        rt.out[j] = h_chan(sizeof(long), capout);
     }
     for (long v = 0; v < n; v++)
         atomic_store(&rt.seen[v], 0);
@@ -1413,8 +1406,8 @@ static void test_select_nonblock_select_race(void **state)
     for (long i = 0; i < rounds; i++) {
         bool close2 = i & 1;
         long one = 1, a = -1, b = -1;
-        nbs.c1 = mkchan(sizeof(long), 1);
-        nbs.c2 = mkchan(sizeof(long), 1);
+        nbs.c1 = h_chan(sizeof(long), 1);
+        nbs.c2 = h_chan(sizeof(long), 1);
         nbs.r = -100;
         assert_int_equal(gmp_chan_send(nbs.c1, &one), 0);
         assert_int_equal(gmp_go(nbs_fn, NULL), 0);
@@ -1522,8 +1515,8 @@ static void test_select_fifo_with_plain_waiters_procs1(void **state)
     for (int round = 0; round < 20; round++) {
         size_t cap = (round & 2) ? 2 : 0;
         bool senders = round & 1;
-        fifo.c = mkchan(sizeof(long), cap);
-        fifo.never = mkchan(sizeof(long), 0);
+        fifo.c = h_chan(sizeof(long), cap);
+        fifo.never = h_chan(sizeof(long), 0);
         fifo.senders = senders;
         atomic_store(&fifo.started, 0);
         atomic_store(&fifo.queued, 0);
@@ -1623,9 +1616,9 @@ static void test_select_plain_threads_without_runtime(void **state)
     const size_t bcaps[] = {0, 1};
     for (int k = 0; k < 2; k++) {
         struct th t;
-        nr.a = mkchan(sizeof(long), 0);
-        nr.b = mkchan(sizeof(long), bcaps[k]);
-        nr.c = mkchan(sizeof(long), k);
+        nr.a = h_chan(sizeof(long), 0);
+        nr.b = h_chan(sizeof(long), bcaps[k]);
+        nr.c = h_chan(sizeof(long), k);
         nr.n = H_SCALE(3000L);
         atomic_store(&nr.done, 0);
         th_start(&t, nr_selector, NULL);

@@ -11,13 +11,11 @@
  * run first, while no runtime (and no runtime thread) exists here.
  */
 #include "harness.h"
-#include "stack.h"
+#include "internal.h"
 
 #include <limits.h>
 #include <sys/mman.h>
 
-#include "runtime.h"  /* gmp__guard_region_works, gmp__kernel_refuses,
-                         GMP__DEFAULT_STACK */
 
 /* ---- Overflow ----------------------------------------------------------- */
 
