@@ -295,19 +295,7 @@ trap '[ -n "$SERVER" ] && kill -TERM "$SERVER" 2>/dev/null' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# free_port: a random TCP port in 20000..32767 (below Linux's ephemeral
-# range) that no socket on this machine uses now, going by /proc/net/tcp*.
-free_port() {
-    local used p i
-    used=" $(awk 'FNR > 1 { split($2, a, ":"); print a[2] }' \
-             /proc/net/tcp /proc/net/tcp6 2>/dev/null | tr '\n' ' ') "
-    for ((i = 0; i < 100; i++)); do
-        p=$((20000 + RANDOM % 12768))
-        case $used in *" $(printf '%04X' "$p") "*) continue ;; esac
-        break
-    done
-    echo "$p"
-}
+. "$(dirname "$0")/ports.sh"     # free_port
 
 # run_echo RT PROG echo PROCS: one run of the echo case. PROG serves on a
 # free port in the background while the load client drives it; then the

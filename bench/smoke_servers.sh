@@ -30,19 +30,7 @@ ulimit -n 4096 2>/dev/null ||
     [ "$(ulimit -n)" -ge 1100 ] ||
     { echo "smoke_servers: cannot raise the fd limit to 4096" >&2; exit 1; }
 
-# A port that no socket uses now (going by /proc/net/tcp), below Linux's
-# ephemeral range.
-free_port() {
-    local used i p
-    used=" $(awk 'FNR > 1 { split($2, a, ":"); print a[2] }' \
-             /proc/net/tcp /proc/net/tcp6 2>/dev/null | tr '\n' ' ') "
-    for ((i = 0; i < 100; i++)); do
-        p=$((20000 + RANDOM % 12768))
-        case $used in *" $(printf '%04X' "$p") "*) continue ;; esac
-        break
-    done
-    echo "$p"
-}
+. "$(dirname "$0")/ports.sh"     # free_port
 
 server=
 trap '[ -n "$server" ] && kill -TERM "$server" 2>/dev/null' EXIT

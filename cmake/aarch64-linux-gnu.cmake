@@ -11,26 +11,9 @@
 # header in /usr/include). ctest runs every test through
 # CMAKE_CROSSCOMPILING_EMULATOR.
 
-set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
-
 set(GMP_CROSS_TRIPLE aarch64-linux-gnu)
-set(CMAKE_C_COMPILER ${GMP_CROSS_TRIPLE}-gcc)
-set(CMAKE_CXX_COMPILER ${GMP_CROSS_TRIPLE}-g++)
-set(CMAKE_LIBRARY_ARCHITECTURE ${GMP_CROSS_TRIPLE})
-
-set(GMP_CROSS_SYSROOT /usr/${GMP_CROSS_TRIPLE})
-set(CMAKE_FIND_ROOT_PATH ${GMP_CROSS_SYSROOT})
-# Programs (valgrind, go) are the build machine's; libraries and headers
-# may be in the sysroot or in the multiarch directories of /usr.
-set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
-set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
-set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
-set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
-
-# pkg-config must describe arm64 packages, not the build machine's.
-set(ENV{PKG_CONFIG_LIBDIR}
-    "/usr/lib/${GMP_CROSS_TRIPLE}/pkgconfig:/usr/share/pkgconfig")
+include(${CMAKE_CURRENT_LIST_DIR}/cross-linux-gnu.cmake)
 
 # At run time the programs load the arm64 libc of the multiarch package
 # libc6:arm64 (pulled in by libcmocka0:arm64) from /lib, like the cmocka

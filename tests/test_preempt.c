@@ -105,6 +105,16 @@ static struct {
     _Atomic int64_t preempts[NREGG];
 } rg;
 
+/* Every 8-byte word of the buffer, a different value from seed: the
+ * registers' pattern before each architecture's own fields go in. */
+static void fill_words(unsigned char *pat, uint64_t seed)
+{
+    for (size_t i = 0; i < REGBUF / 8; i++) {
+        uint64_t v = seed ^ (0x9E3779B97F4A7C15ULL * (i + 1));
+        memcpy(pat + i * 8, &v, 8);
+    }
+}
+
 #if defined(__x86_64__)
 static int vec_level(void)
 {
@@ -139,10 +149,7 @@ static size_t cmp_ranges(int level, size_t (*r)[2])
 
 static void fill_pattern(unsigned char *pat, uint64_t seed)
 {
-    for (size_t i = 0; i < REGBUF / 8; i++) {
-        uint64_t v = seed ^ (0x9E3779B97F4A7C15ULL * (i + 1));
-        memcpy(pat + i * 8, &v, 8);
-    }
+    fill_words(pat, seed);
     for (int i = 0; i < 8; i++) {   /* k registers are 16 bits here */
         uint64_t k = (seed >> (i * 4)) & 0xffff;
         memcpy(pat + 2176 + i * 8, &k, 8);
@@ -174,10 +181,7 @@ static int vec_level(void)
 
 static void fill_pattern(unsigned char *pat, uint64_t seed)
 {
-    for (size_t i = 0; i < REGBUF / 8; i++) {
-        uint64_t v = seed ^ (0x9E3779B97F4A7C15ULL * (i + 1));
-        memcpy(pat + i * 8, &v, 8);
-    }
+    fill_words(pat, seed);
     /* fcsr: rounding toward zero (frm 1), and the sticky flags NV, OF
      * and NX set (the loop does no floating point to change them). */
     uint64_t fcsr = (1u << 5) | 0x15;
@@ -216,10 +220,7 @@ static int vec_level(void)
 
 static void fill_pattern(unsigned char *pat, uint64_t seed)
 {
-    for (size_t i = 0; i < REGBUF / 8; i++) {
-        uint64_t v = seed ^ (0x9E3779B97F4A7C15ULL * (i + 1));
-        memcpy(pat + i * 8, &v, 8);
-    }
+    fill_words(pat, seed);
     uint64_t fpcr = 3u << 22;       /* rounding toward zero */
     memcpy(pat + 776, &fpcr, 8);
 }
