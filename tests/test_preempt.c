@@ -20,6 +20,7 @@
 #endif
 
 #include "internal.h"
+#include "interrupt.h"              /* sigctx.h: the frame checks */
 
 /* In tests/arch/preempt_<arch>.S. */
 void h_async_regs(uint64_t iters, const void *pat, void *out, int level);
@@ -788,6 +789,68 @@ static void test_preempt_should_yield_asks_the_host(void **state)
     }
 }
 
+/* ---- Live vector state: no preemption ------------------------------------ */
+
+/*
+ * The stub saves the integer, floating-point and SIMD registers only; a
+ * goroutine resumed on another thread would find that thread's SVE, SME
+ * or RISC-V vector registers. So the handler declines where the signal
+ * frame shows such state live (arch/<arch>/sigctx.h). qemu-user does not
+ * make that state, so this checks the decision on signal frames built
+ * here, record by record as the kernel lays them out.
+ */
+#if defined(__riscv)
+static void test_preempt_declines_live_vector_state(void **state)
+{
+    (void)state;
+    static ucontext_t uc;
+    struct gmp__sigrec *r =
+        (void *)((char *)&uc.uc_mcontext.__fpregs + GMP_REC_FIRST);
+    /* No runtime runs in this group: no handler reads the flag now. */
+    bool had_v = gmp__have_v;
+    gmp__have_v = true;
+    memset(&uc, 0, sizeof uc);
+    assert_true(gmp__sigctx_fp_plain(&uc));     /* the chain ends at once */
+    r->magic = GMP_REC_V;
+    r->size = 8;
+    assert_false(gmp__sigctx_fp_plain(&uc));    /* a vector record */
+    r->magic = 0x12345678;                      /* one it does not know */
+    assert_false(gmp__sigctx_fp_plain(&uc));
+    gmp__have_v = false;                        /* no V: no chain to read */
+    assert_true(gmp__sigctx_fp_plain(&uc));
+    gmp__have_v = had_v;
+}
+#elif defined(__aarch64__)
+static void test_preempt_declines_live_vector_state(void **state)
+{
+    (void)state;
+    static ucontext_t uc;
+    enum { VL = 32 };               /* a 256-bit SVE vector length */
+    char *p = (char *)uc.uc_mcontext.__reserved;
+    struct gmp__fpsimd_rec *fp = (void *)p;
+    struct gmp__sve_rec *sve = (void *)(p + sizeof *fp);
+    unsigned char *z = (unsigned char *)sve + 16;
+    memset(&uc, 0, sizeof uc);
+    assert_false(gmp__sigctx_fp_plain(&uc));    /* no FP/SIMD record */
+    fp->head.magic = GMP_REC_FPSIMD;
+    fp->head.size = sizeof *fp;
+    assert_true(gmp__sigctx_fp_plain(&uc));     /* SIMD only */
+    sve->head.magic = GMP_REC_SVE;
+    sve->head.size = 16 + 32 * VL + 17 * (VL / 8);
+    sve->vl = VL;
+    z[0] = 1;                                   /* z0's low 128 bits: v0 */
+    assert_true(gmp__sigctx_fp_plain(&uc));
+    z[16] = 1;                                  /* z0 above 128 bits */
+    assert_false(gmp__sigctx_fp_plain(&uc));
+    z[16] = 0;
+    z[32 * VL] = 1;                             /* p0 */
+    assert_false(gmp__sigctx_fp_plain(&uc));
+    z[32 * VL] = 0;
+    sve->flags = GMP_REC_SVE_FLAG_SM;           /* streaming mode */
+    assert_false(gmp__sigctx_fp_plain(&uc));
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest per_procs[] = {
@@ -802,6 +865,9 @@ int main(void)
         cmocka_unit_test(test_preempt_mixed_stress),
     };
     const struct CMUnitTest alone[] = {
+#if defined(__riscv) || defined(__aarch64__)
+        cmocka_unit_test(test_preempt_declines_live_vector_state),
+#endif
         cmocka_unit_test(test_preempt_can_be_switched_off),
         cmocka_unit_test(test_preempt_chains_to_the_host_handler),
         cmocka_unit_test(test_preempt_should_yield_asks_the_host),

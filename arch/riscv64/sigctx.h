@@ -101,22 +101,16 @@ static inline void gmp__sigctx_redirect(ucontext_t *uc, uintptr_t pc,
 
 /* True when the signal frame holds no vector state: the stub saves f0-f31
  * and fcsr only, and a goroutine resumed on another thread would find
- * that thread's vector registers. A record the runtime does not know
- * counts as state too. */
+ * that thread's vector registers. Any extension record counts as state:
+ * a vector one, or one the runtime does not know, whose state the stub
+ * would not save either. */
 static inline bool gmp__sigctx_fp_plain(const ucontext_t *uc)
 {
     if (!gmp__have_v)
         return true;
-    const char *p = (const char *)&uc->uc_mcontext.__fpregs + GMP_REC_FIRST;
-    for (int i = 0; i < 8; i++) {
-        const struct gmp__sigrec *r = (const struct gmp__sigrec *)(const void *)p;
-        if (r->magic == GMP_REC_END)
-            return true;
-        if (r->magic == GMP_REC_V || r->size < sizeof *r)
-            return false;
-        p += r->size;
-    }
-    return false;
+    const struct gmp__sigrec *r = (const struct gmp__sigrec *)(const void *)(
+        (const char *)&uc->uc_mcontext.__fpregs + GMP_REC_FIRST);
+    return r->magic == GMP_REC_END;
 }
 
 static inline bool gmp__sigctx_is_resume(const ucontext_t *uc)
