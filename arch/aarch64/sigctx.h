@@ -95,16 +95,16 @@ static inline void gmp__sigctx_redirect(ucontext_t *uc, uintptr_t pc,
     uc->uc_mcontext.pc = (uintptr_t)gmp__asyncpreempt;
 }
 
-/* Finds the records the kernel put in the signal frame. */
-static inline void gmp__sigctx_find_recs(const ucontext_t *uc,
-                                         struct gmp__fpsimd_rec **fp,
-                                         struct gmp__sve_rec **sve,
-                                         struct gmp__sigrec **za,
-                                         struct gmp__sigrec **zt)
+/* The records the kernel put in a signal frame (NULL: absent). */
+struct gmp__sigrecs {
+    struct gmp__fpsimd_rec *fp;
+    struct gmp__sve_rec *sve;
+    struct gmp__sigrec *za, *zt;
+};
+
+static inline struct gmp__sigrecs gmp__sigctx_find_recs(const ucontext_t *uc)
 {
-    *fp = NULL;
-    *sve = NULL;
-    *za = *zt = NULL;
+    struct gmp__sigrecs rs = {NULL, NULL, NULL, NULL};
     char *p = (char *)uc->uc_mcontext.__reserved;
     char *end = p + sizeof uc->uc_mcontext.__reserved;
     while (p + sizeof(struct gmp__sigrec) <= end) {
@@ -112,10 +112,10 @@ static inline void gmp__sigctx_find_recs(const ucontext_t *uc,
         if (r->magic == 0 || r->size < sizeof *r)
             break;
         switch (r->magic) {
-        case GMP_REC_FPSIMD: *fp = (struct gmp__fpsimd_rec *)r; break;
-        case GMP_REC_SVE:    *sve = (struct gmp__sve_rec *)r; break;
-        case GMP_REC_ZA:     *za = r; break;
-        case GMP_REC_ZT:     *zt = r; break;
+        case GMP_REC_FPSIMD: rs.fp = (struct gmp__fpsimd_rec *)r; break;
+        case GMP_REC_SVE:    rs.sve = (struct gmp__sve_rec *)r; break;
+        case GMP_REC_ZA:     rs.za = r; break;
+        case GMP_REC_ZT:     rs.zt = r; break;
         case GMP_REC_EXTRA: {
             struct gmp__extra_rec *x = (struct gmp__extra_rec *)r;
             p = (char *)(uintptr_t)x->datap;
@@ -126,6 +126,7 @@ static inline void gmp__sigctx_find_recs(const ucontext_t *uc,
         }
         p += r->size;
     }
+    return rs;
 }
 
 /* True when the SVE record holds nothing the SIMD registers do not: Z
@@ -151,17 +152,14 @@ static inline bool gmp__sigctx_sve_plain(const struct gmp__sve_rec *sve)
 
 static inline bool gmp__sigctx_fp_plain(const ucontext_t *uc)
 {
-    struct gmp__fpsimd_rec *fp;
-    struct gmp__sve_rec *sve;
-    struct gmp__sigrec *za, *zt;
-    gmp__sigctx_find_recs(uc, &fp, &sve, &za, &zt);
-    if (!fp)
+    struct gmp__sigrecs rs = gmp__sigctx_find_recs(uc);
+    if (!rs.fp)
         return false;
-    if (za && za->size > 16)
+    if (rs.za && rs.za->size > 16)
         return false;               /* SME's ZA array is live */
-    if (zt && zt->size > 16)
+    if (rs.zt && rs.zt->size > 16)
         return false;
-    return gmp__sigctx_sve_plain(sve);
+    return gmp__sigctx_sve_plain(rs.sve);
 }
 
 static inline bool gmp__sigctx_is_resume(const ucontext_t *uc)
@@ -179,10 +177,9 @@ static inline bool gmp__sigctx_resume(ucontext_t *uc)
     uint64_t nzcv = 0xf0000000u;
     uc->uc_mcontext.pstate = (uc->uc_mcontext.pstate & ~nzcv) |
                              (f[GMP_SF_NZCV] & nzcv);
-    struct gmp__fpsimd_rec *fp;
-    struct gmp__sve_rec *sve;
-    struct gmp__sigrec *za, *zt;
-    gmp__sigctx_find_recs(uc, &fp, &sve, &za, &zt);
+    struct gmp__sigrecs rs = gmp__sigctx_find_recs(uc);
+    struct gmp__fpsimd_rec *fp = rs.fp;
+    struct gmp__sve_rec *sve = rs.sve;
     if (!fp)
         return false;
     fp->fpsr = (uint32_t)f[GMP_SF_FPSR];
