@@ -1169,6 +1169,22 @@ static struct g *gosched_m(struct schedt *s, struct m *mp, struct g *gp,
     /* Gs that only yield never reach schedule(): due timers run here. */
     int64_t now = 0;
     gmp__checktimers(pp, &now);
+    /* On the fairness turn (pickg, one schedule in 61) with the global
+     * queue empty, gp would head it and be handed straight back, ahead of
+     * the local work it yielded to: a sleeper that a due timer just
+     * readied into runnext would wait a second yield (an interpreter's
+     * count hook, one more poll). Behind every local G, with nothing
+     * queued globally, is behind every runnable G. Relaxed: our own
+     * counter; runqsize a hint, and a G queued globally meanwhile came
+     * after the yield. */
+    if (GMP_UNLIKELY(atomic_load_explicit(&pp->schedtick,
+                                          memory_order_relaxed) %
+                         GMP_GLOBAL_TICK == 0) &&
+        atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0 &&
+        !gmp__runqempty(pp)) {
+        gmp__runqput(s, pp, gp, false);
+        return pickg(s, mp, inherit);
+    }
     gmp__lock(&s->lock);
     gmp__globrunqput(s, gp);
     /* Relaxed: see struct schedt; stopping is written under this lock. */

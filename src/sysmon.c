@@ -329,10 +329,11 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
     }
 }
 
-/* The coarse clock a park stamps its G with (trace.c), and the
- * schedtrace report when one is due. */
+/* The coarse clock a park stamps its G with (trace.c), the coarse
+ * clock's lag (timer.h), and the schedtrace report when one is due. */
 static void tick(struct schedt *s, int64_t now, int64_t *lasttrace)
 {
+    gmp__coarse_observe(now);
     /* Relaxed: a clock reading, published with nothing else. Every park
      * reads this line, so it is written at most once a millisecond, not
      * on each of sysmon's 20 us rounds. */

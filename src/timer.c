@@ -170,6 +170,7 @@ bool gmp__timer_del(struct gmp__timer *t)
 }
 
 _Atomic int64_t gmp__coarse_res;
+_Atomic int64_t gmp__coarse_margin;
 
 void gmp__timers_setup(void)
 {
@@ -177,8 +178,36 @@ void gmp__timers_setup(void)
     int64_t ns = 0;
     if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0)
         ns = res.tv_nsec;
-    /* Relaxed: see timer.h. */
+    /* Relaxed, both: see timer.h. No M of a runtime runs yet. */
     atomic_store_explicit(&gmp__coarse_res, ns, memory_order_relaxed);
+    int64_t m = atomic_load_explicit(&gmp__coarse_margin,
+                                     memory_order_relaxed);
+    if (ns == 0)
+        m = 0;
+    else if (m < 3 * ns)
+        m = 3 * ns;
+    atomic_store_explicit(&gmp__coarse_margin, m, memory_order_relaxed);
+}
+
+void gmp__coarse_observe(int64_t now)
+{
+    /* Relaxed: see timer.h. */
+    int64_t res = atomic_load_explicit(&gmp__coarse_res, memory_order_relaxed);
+    if (res == 0)
+        return;
+    int64_t need = now - gmp__coarse_read() + res;
+    if (need > GMP_COARSE_MARGIN_MAX_NS)
+        return;
+    /* Relaxed: see timer.h. sysmon is the one writer while a runtime
+     * runs; the loop only keeps the value from going down. */
+    int64_t m = atomic_load_explicit(&gmp__coarse_margin,
+                                     memory_order_relaxed);
+    while (need > m &&
+           !atomic_compare_exchange_weak_explicit(&gmp__coarse_margin, &m,
+                                                  need,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
 }
 
 int gmp__checktimers(struct p *pp, int64_t *now)

@@ -48,8 +48,8 @@ struct gmp__tslot {
  * The coarse clock, CLOCK_MONOTONIC_COARSE: the monotonic clock as of the
  * last tick, a plain read of the vDSO's data (6 ns on x86-64 under KVM,
  * where gmp__nanotime() reads the TSC in 28). It never runs ahead of
- * gmp__nanotime() and lags it by about one tick, its resolution.
- * gmp__coarse_res holds that resolution in ns, or 0 where the system has
+ * gmp__nanotime() and lags it by a tick, its resolution, or more
+ * (gmp__timer_surely_before). gmp__coarse_res holds that resolution in ns, or 0 where the system has
  * no usable coarse clock (a resolution of a second or worse). Relaxed
  * everywhere: a constant of the system, written before any M of a
  * runtime starts (gmp__timers_setup), with the same value each time.
@@ -82,18 +82,30 @@ static inline int64_t gmp__coarse_nanotime(void)
  * Whether a timer at `when` is surely not due yet, by the coarse clock.
  * Every scheduling point on a P with a pending timer asks whether it is
  * due, and a precise read each time cost the pool bench with empty tasks
- * half its time at procs=1 (two reads a task). While coarse + two ticks
- * is still before `when`, it is not; only within two ticks of it does the
- * caller read the precise clock. A tick late beyond that margin (a host
- * that stalled the timekeeping CPU) can only run a timer late by the
- * excess, which a timer may always be. Always false without a coarse
- * clock.
+ * half its time at procs=1 (two reads a task). While coarse + the margin
+ * is still before `when`, it is not; only within the margin of it does
+ * the caller read the precise clock. The margin must exceed the coarse
+ * clock's lag, which is not one tick everywhere: on a 2-CPU KVM VM
+ * (HZ=250) it ran from 0 to 8.17 ms over 54 million samples in 2 s, so
+ * a margin of two ticks judged a due timer not due whenever the lag
+ * passed 8 ms: a sleeper beside
+ * an interpreter's count hook then waited out up to 150 us of polls that
+ * said "not due" (tests/real/test_lua_module.c). So the margin starts at
+ * three ticks and sysmon raises it past every lag it samples, plus a
+ * tick (gmp__coarse_observe), up to GMP_COARSE_MARGIN_MAX_NS: a longer lag is
+ * a host that stopped the VM, and makes a timer late by that stop, as it
+ * does every thread. gmp__coarse_margin is 0 without a coarse clock: the
+ * answer is then always false. Relaxed: a reader with an older, smaller
+ * margin is as late as that margin allowed, and no later.
  */
+extern _Atomic int64_t gmp__coarse_margin GMP_HIDDEN;
+#define GMP_COARSE_MARGIN_MAX_NS (64 * 1000000LL)
+
 static inline bool gmp__timer_surely_before(int64_t when)
 {
-    int64_t res = atomic_load_explicit(&gmp__coarse_res,
-                                       memory_order_relaxed);
-    return res != 0 && gmp__coarse_read() < when - 2 * res;
+    int64_t m = atomic_load_explicit(&gmp__coarse_margin,
+                                     memory_order_relaxed);
+    return m != 0 && gmp__coarse_read() < when - m;
 }
 
 /* Whether the first timer of pp is due: a relaxed hint (timer.c's
@@ -107,8 +119,12 @@ static inline bool gmp__timer_due(struct p *pp)
     return tw != 0 && !gmp__timer_surely_before(tw) && tw <= gmp__nanotime();
 }
 
-/* Sets gmp__coarse_res. Context: starting a runtime. */
+/* Sets gmp__coarse_res, and gmp__coarse_margin unless an earlier runtime
+ * of this process raised it. Context: starting a runtime. */
 GMP_HIDDEN void gmp__timers_setup(void);
+/* Raises gmp__coarse_margin past the coarse clock's lag behind now, a
+ * precise reading just taken. Context: sysmon, each round. */
+GMP_HIDDEN void gmp__coarse_observe(int64_t now);
 /* Makes room for one more timer in pp's heap, so that the next
  * gmp__timer_add on pp cannot fail. Out of memory is a fatal error, as
  * in Go: a timed wait without its timer would wait for ever, and every

@@ -918,6 +918,13 @@ static void due_child(void *arg)
     atomic_store(&due_fired, 1);
 }
 
+static void due_sleeper(void *arg)
+{
+    (void)arg;
+    gmp_sleep(20 * 1000);
+    atomic_store(&due_fired, 1);
+}
+
 static void due_main(void *arg)
 {
     (void)arg;
@@ -944,10 +951,18 @@ static void due_main(void *arg)
         gmp_yield();
         G_CHECK(gmp_go(due_child, NULL) == 0);
         G_CHECK(gmp_should_yield() == 1);
-        /* On the global queue's turn (one schedule in 61) the yielder,
-         * queued there, runs first once. */
-        for (int k = 0; k < 2 && !atomic_load(&due_fired); k++)
-            gmp_yield();
+        gmp_yield();
+        G_CHECK(atomic_load(&due_fired));
+    }
+    /* A sleeper beside a loop that polls, as an interpreter's count hook
+     * does: the first poll that finds its timer due yields to it. */
+    for (int i = 0; i < 100; i++) {
+        atomic_store(&due_fired, 0);
+        G_CHECK(gmp_go(due_sleeper, NULL) == 0);
+        gmp_yield();                    /* it runs, and sleeps */
+        while (!gmp_should_yield())
+            ;
+        gmp_yield();
         G_CHECK(atomic_load(&due_fired));
     }
     atomic_store(&due_done, 1);
@@ -963,26 +978,27 @@ static void test_should_yield_when_a_timer_is_due(void **state)
 }
 
 /* The coarse check never judges a time that has come to be still ahead:
- * a timer is never judged not due once it is. Its margin (two ticks)
- * holds while the kernel ticks; a VM whose vCPU the host stops for
+ * a timer is never judged not due once it is. Its margin holds while the
+ * coarse clock lags by less (timer.h); a VM whose vCPU the host stops for
  * longer leaves the coarse clock behind for as long (seen under
  * qemu-user), and the timer is then late by that stop, as every thread
- * is. The coarse clock is read just before each sample: the check's own
- * read comes no earlier, so a sample judged ahead while that earlier read
- * was within the margin is the logic's fault, and one judged ahead while
- * it lagged by more is a stall, counted, not failed. (Reading the lag
- * after the check instead misjudges a stall that ends in between.) */
+ * is. The margin and the coarse clock are read just before each sample:
+ * the check's own reads come no earlier (and the margin never shrinks),
+ * so a sample judged ahead while that earlier read was within the margin
+ * is the logic's fault, and one judged ahead while it lagged by more is a
+ * stall, counted, not failed. (Reading the lag after the check instead
+ * misjudges a stall that ends in between.) */
 static void test_coarse_check_never_ahead(void **state)
 {
     int n = H_SCALE(200000), stalls = 0;
-    int64_t tick = atomic_load(&gmp__coarse_res);
     for (int i = 0; i < n; i++) {
+        int64_t margin = atomic_load(&gmp__coarse_margin);
         int64_t before = gmp__coarse_read();
         int64_t now = gmp_nanotime();
         if (!gmp__timer_surely_before(now))
             continue;
         int64_t lag = now - before;
-        if (lag > 2 * tick) {
+        if (lag >= margin) {
             stalls++;
             continue;
         }
@@ -1003,6 +1019,35 @@ static void test_coarse_check_never_ahead(void **state)
     if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0)
         assert_true(gmp__timer_surely_before(gmp_nanotime() +
                                              10 * 1000000000LL));
+}
+
+/* The margin starts at three ticks of the coarse clock, and a lag that
+ * sysmon samples raises it to that lag and a tick more, never down, and
+ * not past its bound: a longer lag is a stopped VM. */
+static void test_coarse_margin_follows_the_lag(void **state)
+{
+    int64_t res = atomic_load(&gmp__coarse_res);
+    int64_t m0 = atomic_load(&gmp__coarse_margin);
+    if (res == 0) {
+        assert_int_equal(m0, 0);
+        skip();
+    }
+    assert_true(m0 >= 3 * res);
+    /* A "now" lag ahead of a coarse reading c1: observe's own reading c2
+     * lies in [c1, c3], so it sees a lag of at least lag - (c3 - c1) and
+     * at most lag, within the bound. */
+    int64_t lag = GMP_COARSE_MARGIN_MAX_NS - res;
+    int64_t c1 = gmp__coarse_read();
+    gmp__coarse_observe(c1 + lag);
+    int64_t c3 = gmp__coarse_read();
+    int64_t m1 = atomic_load(&gmp__coarse_margin);
+    assert_true(m1 >= lag + res - (c3 - c1));
+    assert_true(m1 > m0);
+    gmp__coarse_observe(gmp_nanotime());
+    assert_true(atomic_load(&gmp__coarse_margin) >= m1);
+    gmp__coarse_observe(gmp_nanotime() + 2 * GMP_COARSE_MARGIN_MAX_NS);
+    assert_true(atomic_load(&gmp__coarse_margin) <= GMP_COARSE_MARGIN_MAX_NS);
+    atomic_store(&gmp__coarse_margin, m0);
 }
 
 int main(void)
@@ -1029,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_sleep_fires_while_ps_spin),
         cmocka_unit_test(test_earlier_timer_wakes_idle_poller),
         cmocka_unit_test(test_coarse_check_never_ahead),
+        cmocka_unit_test(test_coarse_margin_follows_the_lag),
 #if !H_SANITIZED
         cmocka_unit_test(test_runtime_clock_is_not_the_programs),
 #endif

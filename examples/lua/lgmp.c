@@ -90,7 +90,7 @@
  * otherwise) that asks gmp_should_yield, a few loads, and calls gmp_yield
  * once the runtime wants the P back: the loop runs the 10 ms slices a
  * preempted goroutine runs, with preemption by signal on or off, and a
- * sleeper on its P wakes within one hook period of its timer (tens of
+ * sleeper on its P wakes within one hook period of its timer (a few
  * microseconds at 1000 instructions). Lua
  * coroutines inherit the hook from the interpreter that creates them.
  * This file's C functions are the host program's code, which the signal
