@@ -283,7 +283,9 @@ GMP_EXTERN uint64_t gmp_id(void);
 GMP_EXTERN void gmp_set_label(const char *label);
 GMP_EXTERN const char *gmp_label(void);
 
-/* Number of Ps of the running runtime; 0 when none is running. */
+/* Number of Ps of the running runtime; 0 when none is running. With the
+ * default procs it follows the cgroup's CPU limit while the runtime runs
+ * (gmp_config_t.procs, docs/API.md). */
 GMP_EXTERN int gmp_procs(void);
 
 /* Goroutines started and not yet finished; 0 when no runtime is running. */

@@ -105,7 +105,7 @@ void gmp__checkdead(struct schedt *s)
         return;
     if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0)
         return;
-    for (int i = 0; i < s->procs; i++)
+    for (int i = 0; i < gmp__procs(s); i++)
         if (!gmp__runqempty(&s->allp[i]))
             return;
     /* A pending timer will ready its sleeper; a waiter on an fd can be

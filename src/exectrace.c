@@ -973,12 +973,12 @@ static int start_locked(struct schedt *s, int fd)
         return -err;
     T.fd = fd;
     T.werr = 0;
-    T.procs = s->procs;
+    T.procs = s->maxprocs;          /* a resize may take any of them */
     gmp__noteclear(&T.stopnote);
     /* Release: as in emit. */
-    for (int i = 0; i <= s->procs; i++) {
-        int slot = i < s->procs ? i : GLOBAL_SLOT;
-        struct tbuf *b = refill(NULL, i < s->procs ? i : -1);
+    for (int i = 0; i <= T.procs; i++) {
+        int slot = i < T.procs ? i : GLOBAL_SLOT;
+        struct tbuf *b = refill(NULL, i < T.procs ? i : -1);
         __atomic_store_n(&tslot[slot].cur, b, __ATOMIC_RELEASE);
         if (!b)
             goto nomem;
@@ -995,8 +995,8 @@ static int start_locked(struct schedt *s, int fd)
     /* Relaxed: the Ps see it after gmp_start_world's hand-over; threads
      * without a P read it under glock. */
     atomic_store_explicit(&gmp__tracing, 1, memory_order_relaxed);
-    emit(&tslot[GLOBAL_SLOT], -1, TEV_GOMAXPROCS, w.ts, (uint64_t)s->procs,
-         0);
+    emit(&tslot[GLOBAL_SLOT], -1, TEV_GOMAXPROCS, w.ts,
+         (uint64_t)gmp__procs(s), 0);
     gmp__each_g(s, true, walk_g, &w);
     gmp__unlock(&T.glock);
     if (w.self) {

@@ -230,7 +230,7 @@ static inline int go(void (*fn)(void *), void *arg, size_t stksize)
         gmp__trace_gocreate(pp, gp);
         gmp__runqput(s, pp, gp, true);
         /* With one P the caller holds it: no P is idle to wake. */
-        if (s->procs > 1) {
+        if (gmp__procs(s) > 1) {
             /* The runnext put was an exchange (a P with thieves). */
             gmp__storeload_fence_after_rmw();
             gmp__wakep(s);
@@ -289,7 +289,7 @@ uint64_t gmp_id(void)
 int gmp_procs(void)
 {
     struct schedt *s = cursched(gmp__getm());
-    return s ? s->procs : 0;
+    return s ? gmp__procs(s) : 0;
 }
 
 int64_t gmp_num_goroutines(void)
@@ -312,10 +312,10 @@ int64_t gmp__live_goroutines(struct schedt *s)
 {
     int64_t n = 0;
     /* Acquire: pairs with the release stores of the increments. */
-    for (int i = 0; i < s->procs; i++)
+    for (int i = 0; i < s->maxprocs; i++)       /* a dead P's count too */
         n -= atomic_load_explicit(&s->allp[i].nexited, memory_order_acquire);
     n += atomic_load_explicit(&s->nforeign, memory_order_acquire);
-    for (int i = 0; i < s->procs; i++)
+    for (int i = 0; i < s->maxprocs; i++)
         n += atomic_load_explicit(&s->allp[i].ncreated, memory_order_acquire);
     return n;
 }

@@ -242,16 +242,6 @@ static int parse_config(const gmp_config_t *cfg, struct settings *out)
     return 0;
 }
 
-static unsigned gcd(unsigned a, unsigned b)
-{
-    while (b) {
-        unsigned t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* The guard below each stack: an eighth of the slot, from a page to 64
  * KiB, in whole pages. A frame that jumps past the guard lands in the
  * next stack down instead of faulting (docs/design.md, "Stacks"); a
@@ -264,7 +254,7 @@ static void free_core(struct schedt *s)
 {
     if (s->cgroup)
         gmp__free(s->cgroup, sizeof *s->cgroup);
-    gmp__free(s->allp, sizeof(struct p) * (size_t)s->procs);
+    gmp__free(s->allp, sizeof(struct p) * (size_t)s->maxprocs);
     gmp__free(s, sizeof *s);
 }
 
@@ -281,7 +271,7 @@ static void runtime_free(struct schedt *s)
     gmp__sudog_release_all(s);
     gmp__preempt_teardown();
     gmp__signal_restore(GMP_SIGNAL_QUIT);
-    for (int i = 0; i < s->procs; i++)
+    for (int i = 0; i < s->maxprocs; i++)
         gmp__timers_free(&s->allp[i]);
     gmp__netpoll_free(s);
     gmp__gext_release_all(s);       /* before the Gs it hangs off */
@@ -302,8 +292,13 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     struct schedt *s = gmp__alloc(sizeof *s);
     if (!s)
         return GMP_ENOMEM;
-    s->procs = set->procs;
+    /* Relaxed: not yet published. */
+    atomic_store_explicit(&s->procs, set->procs, memory_order_relaxed);
     s->cpus = gmp__ncpu();
+    /* Room for every P the default may come to (sysmon, update_procs). */
+    s->maxprocs = set->procs;
+    if (set->procs_update && s->cpus > s->maxprocs)
+        s->maxprocs = s->cpus < GMP_MAXPROCS ? s->cpus : GMP_MAXPROCS;
     s->maxmcount = set->max_threads;
     s->stack_size = set->stack_size;
     s->guard_size = gmp__guard_for(set->stack_size);
@@ -315,12 +310,12 @@ static int runtime_new(const struct settings *set, struct schedt **out)
     gmp__timers_setup();
     /* Relaxed: not yet published. */
     atomic_store_explicit(&s->coarse_ns, s->start_ns, memory_order_relaxed);
-    if (!(s->allp = gmp__alloc(sizeof(struct p) * (size_t)s->procs))) {
+    if (!(s->allp = gmp__alloc(sizeof(struct p) * (size_t)s->maxprocs))) {
         gmp__free(s, sizeof *s);
         return GMP_ENOMEM;
     }
     /* Relaxed: not yet published. */
-    atomic_store_explicit(&s->procs_default, s->procs, memory_order_relaxed);
+    atomic_store_explicit(&s->procs_default, set->procs, memory_order_relaxed);
     if (set->procs_update) {
         if (!(s->cgroup = gmp__alloc(sizeof *s->cgroup))) {
             free_core(s);
@@ -328,20 +323,22 @@ static int runtime_new(const struct settings *set, struct schedt **out)
         }
         *s->cgroup = set->cg;
     }
-    for (int i = s->procs - 1; i >= 0; i--) {
+    for (int i = s->maxprocs - 1; i >= 0; i--) {
         struct p *pp = &s->allp[i];
         pp->id = i;
-        pp->solo = s->procs == 1;
+        pp->solo = set->procs == 1;
+        if (i >= set->procs) {
+            pp->status = P_DEAD;
+            continue;
+        }
         pp->status = P_IDLE;
         pp->link = s->pidle;
         s->pidle = pp;
     }
     /* A seq_cst store, harmless: the runtime is not published yet; the
      * lifecycle lock and thread creation order it for every M. */
-    s->npidle = s->procs;
-    for (unsigned i = 1; i <= (unsigned)s->procs; i++)
-        if (gcd(i, (unsigned)s->procs) == 1)
-            s->coprimes[s->ncoprimes++] = i;
+    s->npidle = set->procs;
+    gmp__steal_order(s);
     int err = gmp__netpoll_init(s);
     if (err) {
         free_core(s);
@@ -533,7 +530,7 @@ static bool quiescent(struct schedt *s)
      * order, see gmp__live_goroutines). */
     bool q = gmp__live_goroutines(s) == 0 &&
              atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
-                 s->procs &&
+                 gmp__procs(s) &&
              atomic_load_explicit(&s->runqsize, memory_order_relaxed) == 0;
     gmp__unlock(&s->lock);
     return q;

@@ -81,9 +81,10 @@ static bool canspin(int64_t spin_start)
     struct schedt *s = mp->sched;
     /* Relaxed: hints. Some other P must be running for the holder to be
      * on a CPU. */
-    return s->procs > atomic_load_explicit(&s->npidle, memory_order_relaxed) +
-                      atomic_load_explicit(&s->nmspinning,
-                                           memory_order_relaxed) + 1;
+    return gmp__procs(s) >
+           atomic_load_explicit(&s->npidle, memory_order_relaxed) +
+               atomic_load_explicit(&s->nmspinning, memory_order_relaxed) +
+               1;
 }
 
 /* Backs off for n pause steps, then doubles n up to SPIN_BACKOFF_MAX. */

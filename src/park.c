@@ -84,7 +84,7 @@ void gmp__goready(struct g *gp)
         return;
     }
     gmp__runqput(s, mp->p, gp, true);
-    if (s->procs == 1)
+    if (gmp__procs(s) == 1)
         return;
     /* Publish, then look for spinners. With more than one P the runnext
      * put was an exchange: see gmp__storeload_fence_after_rmw. */

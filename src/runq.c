@@ -350,7 +350,7 @@ struct g *gmp__globrunqget(struct schedt *s, struct p *pp, int32_t max)
     int32_t size = atomic_load_explicit(&s->runqsize, memory_order_relaxed);
     if (size == 0)
         return NULL;
-    int32_t n = size / s->procs + 1;
+    int32_t n = size / gmp__procs(s) + 1;
     if (n > size)
         n = size;
     if (max > 0 && n > max)

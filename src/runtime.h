@@ -198,7 +198,9 @@ struct m {
 /* P_SYSCALL: its M is in a system call (gmp_syscall_enter) and holds it
  * no longer; whoever wins a CAS from P_SYSCALL owns it: that M on its way
  * out, or sysmon, which hands it to another M. */
-enum pstatus { P_IDLE, P_RUNNING, P_SYSCALL, P_STOPPED };
+/* P_DEAD: beyond procs since a resize (gmp__procresize); P_STOPPED again
+ * when a later one takes it back. */
+enum pstatus { P_IDLE, P_RUNNING, P_SYSCALL, P_STOPPED, P_DEAD };
 
 struct p {
     /* Written by the owner only. */
@@ -434,14 +436,19 @@ struct schedt {
     int         pidfd;              /* ours, for process_madvise; -1 none;
                                        opened with guard_mode */
 
-    /* Configuration, fixed while running. */
-    int         procs;
+    /* Configuration. procs: the Ps in use, allp[0 .. procs); fixed
+     * unless cgroup is set, and then changed only with the world stopped
+     * (gmp__procresize) and read through gmp__procs. maxprocs: allp's
+     * length, fixed; a P beyond procs is P_DEAD and keeps its caches and
+     * counters for when it comes back. */
+    _Atomic int procs;
+    int         maxprocs;
     /* The default procs read again (cgroup.c, sysmon.c): cgroup says
      * where from, NULL when procs was set (config or $GMP_MAXPROCS) or
      * GMP_DEBUG turned the reading off; fixed, read by sysmon only.
      * procs_default is the default as sysmon last computed it (procs at
      * start); only sysmon writes it, and it is read as a hint: relaxed
-     * both ways. The Ps are not resized to follow it (docs/design.md). */
+     * both ways. sysmon resizes the Ps to follow it (docs/design.md). */
     struct gmp__cgroup *cgroup;
     _Atomic int procs_default;
     int         cpus;               /* CPUs we may run on, at the start */
@@ -467,6 +474,16 @@ struct schedt {
 /* Whether s is stopping (s->exiting set). Relaxed: a stop flag that
  * publishes nothing; what a stopping M needs next comes under sched.lock
  * or through a note (struct schedt). Context: any. */
+/* The Ps in use. Relaxed: it changes only while the world is stopped;
+ * an M holding a P reads it after its P's hand-back, which orders the
+ * resize before it, and a reader without one (sysmon, a dump, a plain
+ * thread) may see the count either side of a resize, which allp's
+ * fixed length and P_DEAD make safe to walk. */
+static inline int gmp__procs(struct schedt *s)
+{
+    return atomic_load_explicit(&s->procs, memory_order_relaxed);
+}
+
 static inline bool gmp__exiting(struct schedt *s)
 {
     return atomic_load_explicit(&s->exiting, memory_order_relaxed);
@@ -525,6 +542,14 @@ GMP_HIDDEN void gmp__injectglist(struct schedt *s, struct p *pp,
                                  struct g *head, struct g *tail, int32_t n);
 
 GMP_HIDDEN void gmp__handoffp(struct schedt *s, struct p *pp);
+/* Stops the world, makes n Ps the ones in use, and starts it again. 0,
+ * GMP_EINVAL for n outside 1 .. maxprocs, GMP_EBUSY while the world is
+ * held by someone else, or GMP_EPERM once the runtime is exiting.
+ * Context: a thread without a P (sysmon). */
+GMP_HIDDEN int gmp__procresize(struct schedt *s, int n);
+/* Sets the steal order's steps (coprimes) for procs. Context: the
+ * runtime's start, or the world stopped. */
+GMP_HIDDEN void gmp__steal_order(struct schedt *s);
 /* After pthread_create failed with err on try number tries (from 0):
  * sleeps and returns true when another try is worth it (EAGAIN, up to 20
  * tries, 1, 2, ... ms apart: about 0.2 s in all, as Go's newosproc),

@@ -95,7 +95,7 @@ static void pidleput(struct schedt *s, struct p *pp)
      * sched.lock to check for quiescence. A P idled after that check holds
      * the lock after it and sees the 1; one idled before it was counted
      * by the check itself. */
-    if (n == s->procs &&
+    if (n == gmp__procs(s) &&
         atomic_load_explicit(&s->shutdown_waiting, memory_order_relaxed)) {
         /* Release: gmp_shutdown's acquire load of idlegen then sees every
          * count written before this P went idle. */
@@ -208,7 +208,7 @@ static bool work_visible(struct schedt *s)
     /* Relaxed: ordered by the caller's barrier (see the essay above). */
     if (atomic_load_explicit(&s->runqsize, memory_order_relaxed) != 0)
         return true;
-    for (int i = 0; i < s->procs; i++)
+    for (int i = 0; i < gmp__procs(s); i++)
         if (!gmp__runqempty(&s->allp[i]))
             return true;
     return false;
@@ -534,13 +534,32 @@ static void startlockedm(struct schedt *s, struct m *mp, struct g *gp)
 
 /* ---- Finding work ------------------------------------------------------- */
 
+static unsigned gcd(unsigned a, unsigned b)
+{
+    while (b) {
+        unsigned t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+void gmp__steal_order(struct schedt *s)
+{
+    unsigned n = (unsigned)gmp__procs(s);
+    s->ncoprimes = 0;
+    for (unsigned i = 1; i <= n; i++)
+        if (gcd(i, n) == 1)
+            s->coprimes[s->ncoprimes++] = i;
+}
+
 /* Visits every P but pp in a random order: start anywhere, step by a
  * number coprime to procs (Go's randomOrder), four rounds, runnext only in
  * the last. */
 static struct g *stealwork(struct schedt *s, struct m *mp)
 {
     struct p *pp = mp->p;
-    uint32_t n = (uint32_t)s->procs;
+    uint32_t n = (uint32_t)gmp__procs(s);
     for (int i = 0; i < GMP_STEAL_TRIES; i++) {
         bool stealnext = i == GMP_STEAL_TRIES - 1;
         uint32_t r = gmp__fastrand(mp);
@@ -616,7 +635,7 @@ top:
     }
 
     /* Steal, unless too many Ms are already spinning. */
-    int32_t busy = s->procs -
+    int32_t busy = gmp__procs(s) -
         atomic_load_explicit(&s->npidle, memory_order_relaxed);
     if (mp->spinning ||
         2 * atomic_load_explicit(&s->nmspinning, memory_order_relaxed) < busy) {
@@ -753,7 +772,7 @@ top:
  */
 static void rescue_timers(struct schedt *s, struct p *pp, int64_t *now)
 {
-    for (int i = 0; i < s->procs; i++) {
+    for (int i = 0; i < gmp__procs(s); i++) {
         struct p *victim = &s->allp[i];
         if (victim == pp)
             continue;               /* checked just before */
@@ -1323,7 +1342,7 @@ static bool gcstopm(struct schedt *s, struct m *mp)
  * Returns stopwait. Context: the stopper, sched.lock held. */
 static int stop_round_locked(struct schedt *s, struct p *own)
 {
-    for (int i = 0; i < s->procs; i++) {
+    for (int i = 0; i < gmp__procs(s); i++) {
         struct p *pp = &s->allp[i];
         if (pp == own)
             continue;
@@ -1353,6 +1372,83 @@ static int stw_caller(struct m *mp)
     return mp->curg && mp->p && gmp__on_gstack(mp) ? 1 : -1;
 }
 
+/* Stops the world for gp (on own), or for the plain thread tid; the
+ * caller holds worldsema. 0 once every P but own is stopped, GMP_EPERM
+ * if the runtime exits meanwhile. Context: gp, or a thread without a P. */
+static int stop_world(struct schedt *s, struct g *gp, struct p *own,
+                      int32_t tid)
+{
+    gmp__lock(&s->lock);
+    if (gmp__exiting(s)) {
+        gmp__unlock(&s->lock);
+        return GMP_EPERM;
+    }
+    /* Relaxed, both: under the lock; scheduling points read them as
+     * hints and decide under it (gcstopm, findrunnable, handoffp). */
+    atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
+    atomic_store_explicit(&s->stwp, own, memory_order_relaxed);
+    s->stwg = gp;
+    s->stwtid = tid;
+    s->stopwait = gmp__procs(s) - (own ? 1 : 0);
+    for (struct p *pp; (pp = pidleget(s));)
+        stop_p_locked(s, pp);
+    int left = stop_round_locked(s, own);
+    gmp__unlock(&s->lock);
+
+    bool waking = left > 0;         /* the last stop will wake us */
+    while (left > 0) {
+        bool woken = gmp__notetsleep(&s->stopnote, STOP_ROUND_NS);
+        gmp__lock(&s->lock);
+        left = woken ? s->stopwait : stop_round_locked(s, own);
+        /* The exit wakes every M; none stops its P after this, as each
+         * decides under the lock. */
+        bool exiting = gmp__exiting(s);
+        if (exiting)
+            atomic_store_explicit(&s->stopping, 0, memory_order_relaxed);
+        gmp__unlock(&s->lock);
+        if (exiting) {
+            gmp__noteclear(&s->stopnote);
+            return GMP_EPERM;
+        }
+    }
+    if (waking) {                   /* woken exactly once: at stopwait 0 */
+        gmp__notesleep(&s->stopnote);
+        gmp__noteclear(&s->stopnote);
+    }
+    return 0;
+}
+
+/* Starts the stopped Ps again. Context: sched.lock held, which this
+ * releases; worldsema held, which the caller releases after. */
+static void start_world(struct schedt *s)
+{
+    struct p *start[GMP_MAXPROCS];
+    int nstart = 0;
+    s->stwheld = false;
+    s->stwg = NULL;
+    /* Relaxed, both: under the lock, as in stop_world. */
+    atomic_store_explicit(&s->stopping, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->stwp, NULL, memory_order_relaxed);
+    for (int i = 0; i < gmp__procs(s); i++) {
+        struct p *pp = &s->allp[i];
+        /* Relaxed: every stopped P is ours now; the lock orders the rest. */
+        if (atomic_load_explicit(&pp->status, memory_order_relaxed) !=
+            P_STOPPED)
+            continue;
+        atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
+        if (gmp__runqempty(pp))
+            pidleput(s, pp);
+        else
+            start[nstart++] = pp;
+    }
+    gmp__unlock(&s->lock);
+    for (int i = 0; i < nstart; i++)
+        startm(s, start[i], false);
+    /* Work queued globally while stopped: the idle Ps must look. */
+    gmp__storeload_fence();
+    gmp__wakep(s);
+}
+
 int gmp_stop_world(void)
 {
     struct m *mp = gmp__getm();
@@ -1373,50 +1469,12 @@ int gmp_stop_world(void)
     struct g *gp = who ? mp->curg : NULL;
     if (gp)
         gp->preemptoff++;           /* no switch until we stop: own is ours */
-    struct p *own = gp ? mp->p : NULL;
-
-    gmp__lock(&s->lock);
-    if (gmp__exiting(s)) {
-        gmp__unlock(&s->lock);
+    int err = stop_world(s, gp, gp ? mp->p : NULL, tid);
+    if (err) {
         if (gp)
             gp->preemptoff--;
         gmp_mutex_unlock(&s->worldsema);
-        return GMP_EPERM;
-    }
-    /* Relaxed, both: under the lock; scheduling points read them as
-     * hints and decide under it (gcstopm, findrunnable, handoffp). */
-    atomic_store_explicit(&s->stopping, 1, memory_order_relaxed);
-    atomic_store_explicit(&s->stwp, own, memory_order_relaxed);
-    s->stwg = gp;
-    s->stwtid = tid;
-    s->stopwait = s->procs - (own ? 1 : 0);
-    for (struct p *pp; (pp = pidleget(s));)
-        stop_p_locked(s, pp);
-    int left = stop_round_locked(s, own);
-    gmp__unlock(&s->lock);
-
-    bool waking = left > 0;         /* the last stop will wake us */
-    while (left > 0) {
-        bool woken = gmp__notetsleep(&s->stopnote, STOP_ROUND_NS);
-        gmp__lock(&s->lock);
-        left = woken ? s->stopwait : stop_round_locked(s, own);
-        /* The exit wakes every M; none stops its P after this, as each
-         * decides under the lock. */
-        bool exiting = gmp__exiting(s);
-        if (exiting)
-            atomic_store_explicit(&s->stopping, 0, memory_order_relaxed);
-        gmp__unlock(&s->lock);
-        if (exiting) {
-            gmp__noteclear(&s->stopnote);
-            if (gp)
-                gp->preemptoff--;
-            gmp_mutex_unlock(&s->worldsema);
-            return GMP_EPERM;
-        }
-    }
-    if (waking) {                   /* woken exactly once: at stopwait 0 */
-        gmp__notesleep(&s->stopnote);
-        gmp__noteclear(&s->stopnote);
+        return err;
     }
     gmp__lock(&s->lock);
     s->stwheld = true;
@@ -1433,40 +1491,65 @@ int gmp_start_world(void)
     if (who < 0 || !s)
         return GMP_EPERM;
     struct g *gp = who ? mp->curg : NULL;
-    struct p *start[GMP_MAXPROCS];
-    int nstart = 0;
     gmp__lock(&s->lock);
     if (!s->stwheld ||
         (gp ? s->stwg != gp : s->stwg || s->stwtid != (int32_t)gettid())) {
         gmp__unlock(&s->lock);
         return GMP_EPERM;           /* not stopped, or not by the caller */
     }
-    s->stwheld = false;
-    s->stwg = NULL;
-    /* Relaxed, both: under the lock, as in gmp_stop_world. */
-    atomic_store_explicit(&s->stopping, 0, memory_order_relaxed);
-    atomic_store_explicit(&s->stwp, NULL, memory_order_relaxed);
-    for (int i = 0; i < s->procs; i++) {
-        struct p *pp = &s->allp[i];
-        /* Relaxed: every stopped P is ours now; the lock orders the rest. */
-        if (atomic_load_explicit(&pp->status, memory_order_relaxed) !=
-            P_STOPPED)
-            continue;
-        atomic_store_explicit(&pp->status, P_IDLE, memory_order_relaxed);
-        if (gmp__runqempty(pp))
-            pidleput(s, pp);
-        else
-            start[nstart++] = pp;
-    }
-    gmp__unlock(&s->lock);
-    for (int i = 0; i < nstart; i++)
-        startm(s, start[i], false);
-    /* Work queued globally while stopped: the idle Ps must look. */
-    gmp__storeload_fence();
-    gmp__wakep(s);
+    start_world(s);
     gmp_mutex_unlock(&s->worldsema);
     if (gp)
         gmp_preempt_enable();       /* a preemption due meanwhile: now */
+    return 0;
+}
+
+/* ---- Resizing ----------------------------------------------------------- */
+
+/* Takes pp out of use (Go's (*p).destroy, in part): its runnable Gs go to
+ * the global queue, runnext first, and its timers to to. Its caches of
+ * dead Gs, stacks, waiter records and ids, and its counters, stay: they
+ * are its own again if it comes back, and teardown frees them. Context:
+ * the world stopped, sched.lock held. */
+static void p_retire(struct schedt *s, struct p *pp, struct p *to)
+{
+    bool inherit;
+    for (struct g *gp; (gp = gmp__runqget(pp, &inherit));)
+        gmp__globrunqput(s, gp);
+    gmp__timers_move(pp, to);
+    pp->solo = false;
+    /* Relaxed: stopped, no M; see enum pstatus. */
+    atomic_store_explicit(&pp->status, P_DEAD, memory_order_relaxed);
+}
+
+int gmp__procresize(struct schedt *s, int n)
+{
+    if (n < 1 || n > s->maxprocs)
+        return GMP_EINVAL;
+    if (gmp_mutex_trylock(&s->worldsema) != 0)
+        return GMP_EBUSY;           /* a host holds the world; next time */
+    int err = stop_world(s, NULL, NULL, (int32_t)gettid());
+    if (err) {
+        gmp_mutex_unlock(&s->worldsema);
+        return err;
+    }
+    gmp__lock(&s->lock);
+    int old = gmp__procs(s);
+    for (int i = n; i < old; i++)
+        p_retire(s, &s->allp[i], &s->allp[i % n]);
+    for (int i = old; i < n; i++)
+        /* Relaxed: as in p_retire; start_world idles or starts it. */
+        atomic_store_explicit(&s->allp[i].status, P_STOPPED,
+                              memory_order_relaxed);
+    for (int i = 0; i < n; i++)
+        s->allp[i].solo = n == 1;
+    /* Relaxed: see gmp__procs; every P is stopped, and each M that takes
+     * one takes it under this lock. */
+    atomic_store_explicit(&s->procs, n, memory_order_relaxed);
+    gmp__steal_order(s);
+    GMP_TRACE_EV(NULL, TEV_GOMAXPROCS, (uint64_t)n, 0);
+    start_world(s);
+    gmp_mutex_unlock(&s->worldsema);
     return 0;
 }
 

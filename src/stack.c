@@ -324,7 +324,7 @@ static struct gstack *chunk_new(struct schedt *s, struct p *pp)
                    advise_all(s, iov, STACKS_PER_CHUNK, MADV_GUARD_INSTALL);
     iov_fill(iov, STACKS_PER_CHUNK, c->base + s->stack_size - page,
              s->stack_size, page);          /* each slot's top page */
-    int busy = s->procs < s->cpus ? s->procs : s->cpus;
+    int busy = gmp__procs(s) < s->cpus ? gmp__procs(s) : s->cpus;
     if (busy <= POPULATE_MAX_BUSY &&
         !advise_all(s, iov, STACKS_PER_CHUNK, MADV_POPULATE_WRITE))
         for (int i = 0; i < STACKS_PER_CHUNK; i++)

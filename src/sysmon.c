@@ -21,8 +21,9 @@
  * P is busy it sleeps in the poller itself and preempts Ps for Gs that
  * timers and the poller ready (sysmon_sleep, hurry_all; docs/design.md,
  * "Wake-ups while every P is busy"). Once a second, when procs is the
- * default, it reads the cgroup's CPU limit again (cgroup.c) and records
- * the default it gives in sched.procs_default.
+ * default, it reads the cgroup's CPU limit again (cgroup.c), records
+ * the default it gives in sched.procs_default, and resizes the Ps to it
+ * (gmp__procresize).
  * When every P is idle it sleeps on its note until a P is taken again
  * (pidleget wakes it) or the runtime stops, and then goes on at the period
  * it had reached: that wake is not activity (docs/design.md).
@@ -134,7 +135,7 @@ static bool has_work(struct schedt *s, struct p *pp)
 static int retake(struct schedt *s, int64_t now, int64_t round)
 {
     int n = 0;
-    for (int i = 0; i < s->procs; i++) {
+    for (int i = 0; i < gmp__procs(s); i++) {
         struct p *pp = &s->allp[i];
         struct sysmontick *pd = &s->sysmon_ticks[i];
         if (s->stalls)
@@ -240,7 +241,7 @@ static int64_t hurry_all(struct schedt *s, int64_t now, int32_t *owed)
     if (atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0)
         return 0;
     int64_t next = 0;
-    for (int i = 0; i < s->procs; i++) {
+    for (int i = 0; i < gmp__procs(s); i++) {
         struct p *pp = &s->allp[i];
         if (atomic_load_explicit(&pp->status, memory_order_relaxed) !=
             P_RUNNING)
@@ -348,18 +349,25 @@ static void tick(struct schedt *s, int64_t now, int64_t *lasttrace)
 }
 
 /* Once a second: the default procs as the cgroup's limit and the
- * affinity mask give it now (Go's sysmonUpdateGOMAXPROCS). A few small
- * file reads on sysmon's own thread; nothing else waits for them. Only
- * while sysmon is awake: a runtime with every P idle reads it when a P
- * is taken again. */
+ * affinity mask give it now (Go's sysmonUpdateGOMAXPROCS), and the Ps
+ * resized to it when it changed (at most to the CPUs there were at the
+ * start: allp's length). A few small file reads on sysmon's own thread;
+ * nothing else waits for them. The resize stops the world, as Go's
+ * does; with the world held by the host it waits for the next second.
+ * Only while sysmon is awake: a runtime with every P idle reads it when
+ * a P is taken again. */
 static void update_procs(struct schedt *s, int64_t now, int64_t *last)
 {
     if (!s->cgroup || now - *last < PROCS_NS)
         return;
     *last = now;
     int n = gmp__cgroup_procs(gmp__ncpu(), gmp__cgroup_limit(s->cgroup));
+    if (n > s->maxprocs)
+        n = s->maxprocs;
     /* Relaxed: a hint, see struct schedt. */
     atomic_store_explicit(&s->procs_default, n, memory_order_relaxed);
+    if (n != gmp__procs(s))
+        (void)gmp__procresize(s, n);    /* busy: the next second */
 }
 
 static void *sysmon_loop(struct schedt *s);
@@ -405,10 +413,10 @@ static void *sysmon_loop(struct schedt *s)
             break;
         /* Relaxed hint, settled under the lock. */
         if (atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
-            s->procs) {
+            gmp__procs(s)) {
             gmp__lock(&s->lock);
             if (atomic_load_explicit(&s->npidle, memory_order_relaxed) ==
-                    s->procs &&
+                    gmp__procs(s) &&
                 !gmp__exiting(s)) {
                 s->sysmonwait = true;
                 bool recheck = s->deadcheck_retry;
@@ -471,12 +479,12 @@ static void *sysmon_loop(struct schedt *s)
 
 int gmp__sysmon_start(struct schedt *s)
 {
-    struct sysmontick *ticks = gmp__alloc((size_t)s->procs * sizeof *ticks);
+    struct sysmontick *ticks = gmp__alloc((size_t)s->maxprocs * sizeof *ticks);
     if (!ticks)
         return GMP_ENOMEM;
     if (s->stall_ns > 0 &&
-        !(s->stalls = gmp__alloc((size_t)s->procs * sizeof *s->stalls))) {
-        gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
+        !(s->stalls = gmp__alloc((size_t)s->maxprocs * sizeof *s->stalls))) {
+        gmp__free(ticks, (size_t)s->maxprocs * sizeof *ticks);
         return GMP_ENOMEM;
     }
     s->sysmon_ticks = ticks;        /* before the thread reads it */
@@ -486,9 +494,9 @@ int gmp__sysmon_start(struct schedt *s)
         ;
     if (err != 0) {
         s->sysmon_ticks = NULL;
-        gmp__free(ticks, (size_t)s->procs * sizeof *ticks);
+        gmp__free(ticks, (size_t)s->maxprocs * sizeof *ticks);
         if (s->stalls)
-            gmp__free(s->stalls, (size_t)s->procs * sizeof *s->stalls);
+            gmp__free(s->stalls, (size_t)s->maxprocs * sizeof *s->stalls);
         s->stalls = NULL;
         return GMP_EAGAIN;
     }
@@ -506,10 +514,10 @@ void gmp__sysmon_stop(struct schedt *s)
     gmp__unlock(&s->lock);
     gmp__netpoll_break(s);          /* if it polls */
     pthread_join(s->sysmon_thread, NULL);
-    gmp__free(s->sysmon_ticks, (size_t)s->procs * sizeof *s->sysmon_ticks);
+    gmp__free(s->sysmon_ticks, (size_t)s->maxprocs * sizeof *s->sysmon_ticks);
     s->sysmon_ticks = NULL;
     /* No M is left to take a signal that reads it. */
     if (s->stalls)
-        gmp__free(s->stalls, (size_t)s->procs * sizeof *s->stalls);
+        gmp__free(s->stalls, (size_t)s->maxprocs * sizeof *s->stalls);
     s->stalls = NULL;
 }

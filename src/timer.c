@@ -150,16 +150,25 @@ bool gmp__timer_add(struct p *pp, struct gmp__timer *t)
     /* 0 means "no timer" in timer0when: a when of 0 is long past anyway. */
     if (t->when <= 0)
         t->when = 1;
-    t->pp = pp;
+    /* Relaxed: see gmp__timer_del. */
+    __atomic_store_n(&t->pp, pp, __ATOMIC_RELAXED);
     return heap_add(pp, (struct gmp__tslot){t->when, (uintptr_t)t});
 }
 
 bool gmp__timer_del(struct gmp__timer *t)
 {
-    struct p *pp = t->pp;           /* fixed since the add, by its owner */
+    /* Relaxed: set by the add, before anyone could ask to delete the
+     * timer, and changed only by gmp__timers_move holding this heap's
+     * lock: the deleter that finds another heap under it looks again. */
+    struct p *pp = __atomic_load_n(&t->pp, __ATOMIC_RELAXED);
     if (!pp)
         return false;
     gmp__lock(&pp->timerlock);
+    struct p *now = __atomic_load_n(&t->pp, __ATOMIC_RELAXED);
+    if (GMP_UNLIKELY(now != pp)) {
+        gmp__unlock(&pp->timerlock);
+        return gmp__timer_del(t);
+    }
     bool removed = t->idx >= 0;
     if (removed) {
         heap_remove(pp, t->idx);
@@ -210,6 +219,29 @@ void gmp__coarse_observe(int64_t now)
         ;
 }
 
+void gmp__timers_move(struct p *from, struct p *to)
+{
+    /* By id, the one order of two heap locks. */
+    struct p *a = from->id < to->id ? from : to, *b = a == from ? to : from;
+    gmp__lock(&a->timerlock);
+    gmp__lock(&b->timerlock);
+    while (from->ntimers > 0) {
+        struct gmp__tslot x = heap_remove(from, from->ntimers - 1);
+        if (!grow(to))
+            gmp__throw("out of memory: timer heap");
+        int32_t i = to->ntimers++;
+        to->timers[i] = x;
+        if (!(x.t & SLEEPER))
+            /* Relaxed: see gmp__timer_del. */
+            __atomic_store_n(&slot_timer(x)->pp, to, __ATOMIC_RELAXED);
+        siftup(to->timers, i);
+    }
+    publish_first(from);
+    publish_first(to);
+    gmp__unlock(&b->timerlock);
+    gmp__unlock(&a->timerlock);
+}
+
 int gmp__checktimers(struct p *pp, int64_t *now)
 {
     /* Relaxed: see the file comment. */
@@ -243,7 +275,7 @@ int gmp__checktimers(struct p *pp, int64_t *now)
 int64_t gmp__timers_next(struct schedt *s)
 {
     int64_t next = 0;
-    for (int i = 0; i < s->procs; i++) {
+    for (int i = 0; i < gmp__procs(s); i++) {
         /* Relaxed: see the file comment. */
         int64_t w = atomic_load_explicit(&s->allp[i].timer0when,
                                          memory_order_relaxed);

@@ -31,7 +31,8 @@ struct gmp__timer {
     int64_t   when;                 /* absolute, gmp__nanotime() */
     void    (*f)(struct gmp__timer *t);
     void     *arg, *arg2;           /* the callback's */
-    struct p *pp;                   /* heap it was added to (fixed then) */
+    struct p *pp;                   /* heap it is in: set by the add,
+                                       moved with a resize (timer.c) */
     int32_t   idx;                  /* heap slot; -1 when in no heap (pp's
                                        timer lock) */
 };
@@ -138,6 +139,9 @@ GMP_HIDDEN bool gmp__timer_add(struct p *pp, struct gmp__timer *t);
 /* Removes t unless it has run (or is running: then waits for it). True
  * when it removed it before it ran. Context: any, no timer lock held. */
 GMP_HIDDEN bool gmp__timer_del(struct gmp__timer *t);
+/* Moves every timer of from's heap to to's (a P taken out of use).
+ * Context: the world stopped; any timer lock free. */
+GMP_HIDDEN void gmp__timers_move(struct p *from, struct p *to);
 /* Runs pp's due timers. *now: 0, or a clock reading to reuse (updated
  * when read here). Returns how many ran. Context: an M holding a P. */
 GMP_HIDDEN int gmp__checktimers(struct p *pp, int64_t *now);

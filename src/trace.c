@@ -163,10 +163,11 @@ static uint32_t local_runnable(struct p *pp)
 static void stats_of(struct schedt *s, gmp_stats_t *out)
 {
     memset(out, 0, sizeof *out);
-    /* Relaxed, all: counters read as a snapshot, each one monotonic. */
+    /* Relaxed, all: counters read as a snapshot, each one monotonic.
+     * Every P's: one a resize took out of use keeps its counts. */
     out->goroutines_created =
         (uint64_t)atomic_load_explicit(&s->nforeign, memory_order_relaxed);
-    for (int i = 0; i < s->procs; i++) {
+    for (int i = 0; i < s->maxprocs; i++) {
         struct p *pp = &s->allp[i];
         out->goroutines_created += (uint64_t)atomic_load_explicit(
             &pp->ncreated, memory_order_relaxed);
@@ -189,7 +190,7 @@ static void stats_of(struct schedt *s, gmp_stats_t *out)
     out->handoffs = atomic_load_explicit(&s->nhandoff, memory_order_relaxed);
     out->netpoll_waiters =
         atomic_load_explicit(&s->netpoll_waiters, memory_order_relaxed);
-    out->procs = (uint64_t)s->procs;
+    out->procs = (uint64_t)gmp__procs(s);
     gmp__lock(&s->lock);
     out->threads = (uint64_t)s->mcount;
     out->idle_threads = (uint64_t)(s->nmidle + s->nmidlelocked);
@@ -258,8 +259,9 @@ int gmp_metrics(gmp_metrics_t *out)
         return GMP_EPERM;
     if (gmp__metrics_enabled())
         out->flags |= GMP_METRICS_TIMED;
-    /* Relaxed, all: counters read as a snapshot, each one monotonic. */
-    for (int i = 0; i < s->procs; i++) {
+    /* Relaxed, all: counters read as a snapshot, each one monotonic;
+     * every P's, as in stats_of. */
+    for (int i = 0; i < s->maxprocs; i++) {
         struct p *pp = &s->allp[i];
         for (int b = 0; b < GMP_METRICS_LATENCY_BUCKETS; b++) {
             uint64_t n = atomic_load_explicit(&pp->latency[b],
@@ -280,7 +282,7 @@ int gmp_metrics(gmp_metrics_t *out)
 
 static const char *const pstatus_names[] = {
     [P_IDLE] = "idle", [P_RUNNING] = "running", [P_SYSCALL] = "syscall",
-    [P_STOPPED] = "stopped",
+    [P_STOPPED] = "stopped", [P_DEAD] = "dead",
 };
 
 static const char *gstatus_name(uint32_t st)
@@ -374,7 +376,7 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
     wputs(&w, "SCHED ");
     wputi(&w, (now - s->start_ns) / 1000000);
     wputs(&w, "ms: gomaxprocs=");
-    wputu(&w, (uint64_t)s->procs);
+    wputu(&w, (uint64_t)gmp__procs(s));
     wputs(&w, " idleprocs=");
     wputu(&w, st.idle_procs);
     wputs(&w, " threads=");
@@ -387,7 +389,7 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
     wputu(&w, st.global_runq);
     if (!s->scheddetail) {
         wputs(&w, " [");
-        for (int i = 0; i < s->procs; i++) {
+        for (int i = 0; i < gmp__procs(s); i++) {
             if (i)
                 wputs(&w, " ");
             wputu(&w, local_runnable(&s->allp[i]));
@@ -396,14 +398,14 @@ void gmp__schedtrace(struct schedt *s, int64_t now)
         return;
     }
     wputs(&w, "\n");
-    for (int i = 0; i < s->procs; i++) {
+    for (int i = 0; i < gmp__procs(s); i++) {
         struct p *pp = &s->allp[i];
         /* Relaxed, all: a snapshot of atomics sysmon reads anyway. */
         int ps = atomic_load_explicit(&pp->status, memory_order_relaxed);
         wputs(&w, "  P");
         wputu(&w, (uint64_t)i);
         wputs(&w, ": status=");
-        wputs(&w, ps >= 0 && ps <= P_STOPPED ? pstatus_names[ps] : "?");
+        wputs(&w, ps >= 0 && ps <= P_DEAD ? pstatus_names[ps] : "?");
         wputs(&w, " schedtick=");
         wputu(&w, atomic_load_explicit(&pp->schedtick, memory_order_relaxed));
         wputs(&w, " syscalltick=");

@@ -3,8 +3,8 @@
  * follows (src/cgroup.c): the reader on fake trees (a /proc/self/cgroup,
  * a mountinfo and cgroup files under a temporary directory that the
  * reader takes for "/"), Go's rounding, the runtime's default procs and
- * what wins over it, sysmon's reading again, and one real cgroup where
- * the machine lets a test make one.
+ * what wins over it, sysmon's reading again and the Ps resized to follow
+ * it, and one real cgroup where the machine lets a test make one.
  */
 #include "harness.h"
 
@@ -412,6 +412,9 @@ static int start_procs(int procs, bool *rereads)
     int n = gmp_procs();
     struct schedt *s = h_sched();
     *rereads = s->cgroup != NULL;
+    /* Never read again: no room to resize into either. */
+    if (!*rereads)
+        assert_int_equal(s->maxprocs, n);
     assert_int_equal(gmp_shutdown(), 0);
     return n;
 }
@@ -470,11 +473,14 @@ static void test_cgroup_debug_keys_turn_it_off(void **state)
     assert_true(rr);
 }
 
-/* ---- sysmon reads it again ---------------------------------------------- */
+/* ---- sysmon reads it again, and resizes -------------------------------- */
 
-static _Atomic int64_t spun;
+#define SLEEPERS 64
 
-/* Keeps a P busy, so that sysmon stays awake. */
+static _Atomic int64_t spun, slept, called;
+
+/* Keeps a P busy, so that sysmon stays awake, and the local queues full
+ * of Gs that a resize must move. */
 static void spinner(void *arg)
 {
     (void)arg;
@@ -483,18 +489,105 @@ static void spinner(void *arg)
     atomic_fetch_add(&spun, 1);
 }
 
-static int want_default;
+/* Sleeps in a loop: timers on every P, which a resize must move. */
+static void sleeper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&spin_stop)) {
+        gmp_sleep(200 * 1000);
+        atomic_fetch_add(&slept, 1);
+    }
+    atomic_fetch_add(&spun, 1);
+}
 
-static bool default_is(void *arg)
+/* In and out of a blocking call: its P is retaken, and may be retired,
+ * while it is inside. */
+static void caller(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&spin_stop)) {
+        gmp_syscall_enter();
+        usleep(300);
+        gmp_syscall_exit();
+        atomic_fetch_add(&called, 1);
+    }
+    atomic_fetch_add(&spun, 1);
+}
+
+/* Timed waits that a send ends early: their timers are deleted, from
+ * whichever heap a resize moved them to (gmp__timer_del). */
+static gmp_chan_t *tick_ch;
+static _Atomic int64_t woken_early, timed_out;
+
+static void timed_waiter(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&spin_stop)) {
+        int v;
+        gmp_case_t c = {tick_ch, GMP_RECV, &v, 0};
+        int r = gmp_select(&c, 1, 50 * 1000000LL);
+        if (r == 0)
+            atomic_fetch_add(&woken_early, 1);
+        else if (r == GMP_ETIMEDOUT)
+            atomic_fetch_add(&timed_out, 1);
+    }
+    atomic_fetch_add(&spun, 1);
+}
+
+static void tick_sender(void *arg)
+{
+    (void)arg;
+    int v = 1;
+    while (!atomic_load(&spin_stop)) {
+        gmp_case_t c = {tick_ch, GMP_SEND, &v, 0};
+        (void)gmp_select(&c, 1, 1000000);
+        gmp_sleep(100 * 1000);
+    }
+    atomic_fetch_add(&spun, 1);
+}
+
+static int want;
+
+static bool procs_are(void *arg)
 {
     (void)arg;
     struct schedt *s = h_sched();
-    return atomic_load(&s->procs_default) == want_default;
+    return atomic_load(&s->procs_default) == want && gmp_procs() == want;
+}
+
+/* The Ps in use are allp[0 .. procs), none beyond is, and a retired one
+ * has no timer left. Read while the world runs: a P in use may be in
+ * any state but dead; a dead one stays dead until the next resize. */
+static void check_ps(int procs)
+{
+    struct schedt *s = h_sched();
+    for (int i = 0; i < s->maxprocs; i++) {
+        struct p *pp = &s->allp[i];
+        int st = atomic_load(&pp->status);
+        if (i < procs) {
+            assert_int_not_equal(st, P_DEAD);
+        } else {
+            assert_int_equal(st, P_DEAD);
+            assert_int_equal(atomic_load(&pp->timer0when), 0);
+            assert_true(gmp__runqempty(pp));
+        }
+    }
+}
+
+/* Waits until every counter has moved on by at least 3 from *base. */
+static bool progressed(void *arg)
+{
+    int64_t *base = arg;
+    return atomic_load(&slept) >= base[0] + 3 * SLEEPERS &&
+           atomic_load(&called) >= base[1] + 3 &&
+           atomic_load(&woken_early) >= base[2] + 3;
 }
 
 /* Starts a runtime on a fake limit of first CPUs with 8 to use, then
  * changes the limit through each of next[] and waits until sysmon's
- * default follows each. */
+ * default, and the Ps in use, follow each; the sleepers, spinners, the
+ * syscall caller and the timed waiter go on on the new set each time,
+ * all of them end, and no timer is left in any heap. */
 static void reread(int first, const int *next, int n)
 {
     gmp__cgroup_test_ncpu(8);
@@ -502,36 +595,54 @@ static void reread(int first, const int *next, int n)
     gmp_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     assert_int_equal(gmp_init(&cfg), 0);
-    int procs = gmp_procs();
-    assert_int_equal(procs, gmp__cgroup_procs(8, first));
+    assert_int_equal(gmp_procs(), gmp__cgroup_procs(8, first));
+    assert_int_equal(h_sched()->maxprocs, 8);
     atomic_store(&spin_stop, 0);
     atomic_store(&spun, 0);
-    assert_int_equal(gmp_go(spinner, NULL), 0);
+    atomic_store(&slept, 0);
+    atomic_store(&called, 0);
+    int ngo = 0;
+    for (int i = 0; i < 8; i++, ngo++)
+        assert_int_equal(gmp_go(spinner, NULL), 0);
+    for (int i = 0; i < SLEEPERS; i++, ngo++)
+        assert_int_equal(gmp_go(sleeper, NULL), 0);
+    assert_int_equal(gmp_go(caller, NULL), 0);
+    ngo++;
+    tick_ch = h_chan(sizeof(int), 0);
+    atomic_store(&woken_early, 0);
+    atomic_store(&timed_out, 0);
+    assert_int_equal(gmp_go(timed_waiter, NULL), 0);
+    assert_int_equal(gmp_go(tick_sender, NULL), 0);
+    ngo += 2;
     for (int i = 0; i < n; i++) {
         fake_v2(next[i]);
-        want_default = gmp__cgroup_procs(8, next[i]);
-        assert_int_equal(h_wait_until(default_is, NULL,
-                                      "procs_default to follow cpu.max"),
-                         0);
+        want = gmp__cgroup_procs(8, next[i]);
+        assert_int_equal(h_wait_until(procs_are, NULL,
+                                      "the Ps to follow cpu.max"), 0);
+        check_ps(want);
+        int64_t base[3] = {atomic_load(&slept), atomic_load(&called),
+                           atomic_load(&woken_early)};
+        assert_int_equal(h_wait_until(progressed, base,
+                                      "sleeps and calls on the new Ps"), 0);
     }
-    /* The Ps themselves stay as they started (no resize yet). */
-    assert_int_equal(gmp_procs(), procs);
     atomic_store(&spin_stop, 1);
-    assert_int_equal(h_wait(&spun, 1), 0);
+    assert_int_equal(h_wait(&spun, ngo), 0);
     assert_int_equal(h_wait_quiet(), 0);
+    h_assert_quiet_timers();
     assert_int_equal(gmp_shutdown(), 0);
+    gmp_chan_free(tick_ch);
 }
 
-static void test_cgroup_sysmon_rereads_limit_from_2(void **state)
+static void test_cgroup_sysmon_resizes_from_2(void **state)
 {
     static const int next[] = {5, 0, 1, 3};
     reread(2, next, 4);
 }
 
-static void test_cgroup_sysmon_rereads_limit_from_4(void **state)
+static void test_cgroup_sysmon_resizes_from_4(void **state)
 {
-    static const int next[] = {2, 7, 4};
-    reread(4, next, 3);
+    static const int next[] = {2, 7, 4, 8, 2};
+    reread(4, next, 5);
 }
 
 /* ---- A real cgroup ------------------------------------------------------ */
@@ -659,9 +770,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cgroup_debug_keys_turn_it_off,
                                         env_up, env_down),
         cmocka_unit_test_setup_teardown(
-            test_cgroup_sysmon_rereads_limit_from_2, env_up, env_down),
+            test_cgroup_sysmon_resizes_from_2, env_up, env_down),
         cmocka_unit_test_setup_teardown(
-            test_cgroup_sysmon_rereads_limit_from_4, env_up, env_down),
+            test_cgroup_sysmon_resizes_from_4, env_up, env_down),
     };
     const struct CMUnitTest real[] = {
         cmocka_unit_test(test_cgroup_real_v1_limit),
