@@ -200,8 +200,9 @@ static void test_flightrec_window_parses(void **state)
 
 static char rep_path[64];
 
-/* The report's window parses, and holds event ev; removed after. */
-static void check_report(const char *ev)
+/* The report's window parses, and holds event ev, or alt if not NULL;
+ * removed after. */
+static void check_report(const char *ev, const char *alt)
 {
     char *out;
     int rc = h_go_trace_d(rep_path, &out);
@@ -209,7 +210,7 @@ static void check_report(const char *ev)
         fprintf(stderr, "go tool trace -d %s failed:\n%.4000s\n", rep_path,
                 out);
     assert_int_equal(rc, 0);
-    assert_non_null(strstr(out, ev));
+    assert_true(strstr(out, ev) || (alt && strstr(out, alt)));
     free(out);
     unlink(rep_path);
 }
@@ -272,7 +273,10 @@ static void test_flightrec_written_by_deadlock_report(void **state)
     h_assert_killed_by(&res, SIGABRT);
     assert_non_null(strstr(res.err, "deadlock!"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
-    check_report(" GoBlockRecv ");
+    /* A round trip blocks the sender or the receiver, whichever comes
+     * first: on one P, handing the M back and forth, it can be the
+     * sender every time (seen once in a loaded CI run). */
+    check_report(" GoBlockRecv ", " GoBlockSend ");
 }
 
 static void fr_spin(void *arg)
@@ -316,7 +320,7 @@ static void test_flightrec_written_by_stall_report(void **state)
     h_child_exited(&res, 0, 2);
     assert_non_null(strstr(res.err, "without a scheduling point"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
-    check_report(" GoStart ");
+    check_report(" GoStart ", NULL);
 }
 
 static void fr_quit_main(void *arg)
@@ -343,7 +347,10 @@ static void test_flightrec_written_by_sigquit_dump(void **state)
     h_child_exited(&res, 2, 2);
     assert_non_null(strstr(res.err, "SIGQUIT: goroutine dump"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
-    check_report(" GoBlockRecv ");
+    /* A round trip blocks the sender or the receiver, whichever comes
+     * first: on one P, handing the M back and forth, it can be the
+     * sender every time (seen once in a loaded CI run). */
+    check_report(" GoBlockRecv ", " GoBlockSend ");
 }
 
 int main(void)
