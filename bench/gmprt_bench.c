@@ -16,7 +16,9 @@
  * (bench/run.sh prints the result).
  *
  * `work-floor <procs|all>` is a probe, not a case: the tasks of pool and
- * spawnwork on plain threads with no runtime (see bench_work_floor).
+ * spawnwork on plain threads with no runtime (see bench_work_floor);
+ * `latency-floor <procs|all>` likewise the latency case's load (see
+ * bench_latency_floor).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -1045,15 +1047,20 @@ static int lat_nsleep, lat_nping;       /* written before the wait group */
 static gmp_wg_t lat_hogs;
 
 /* Steps the LCG with no runtime call until told to stop. */
-static void lat_hog(void *arg)
+static void lat_spin(uint64_t x)
 {
-    uint64_t x = (uint64_t)(uintptr_t)arg, n = 0;
+    uint64_t n = 0;
     while (!atomic_load_explicit(&lat_stop, memory_order_relaxed)) {
         x = lcg_steps(x, LAT_CHUNK);
         n += LAT_CHUNK;
     }
     sink ^= x;
     atomic_fetch_add_explicit(&lat_steps, n, memory_order_relaxed);
+}
+
+static void lat_hog(void *arg)
+{
+    lat_spin((uint64_t)(uintptr_t)arg);
     gmp_wg_done(&lat_hogs);
 }
 
@@ -1136,17 +1143,33 @@ static void emit_pcts(int64_t *v, int n, const char *u50, const char *u99)
     emit(n, (double)v[(int64_t)n * 99 / 100] / 1e3, u99);
 }
 
+/* The ping's listening socket on a free loopback port, in *sin. */
+static int lat_listen(struct sockaddr_in *sin, int flags)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+    *sin = (struct sockaddr_in){.sin_family = AF_INET,
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof *sin;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)sin, sizeof *sin) != 0 ||
+        listen(lfd, 1) != 0 ||
+        getsockname(lfd, (struct sockaddr *)sin, &len) != 0)
+        die("cannot listen on 127.0.0.1");
+    return lfd;
+}
+
+static void lat_emit(int64_t el)
+{
+    emit_pcts(lat_sleep, lat_nsleep, "sleep_us_p50", "sleep_us_p99");
+    emit_pcts(lat_ping, lat_nping, "ping_us_p50", "ping_us_p99");
+    uint64_t steps = atomic_load_explicit(&lat_steps, memory_order_relaxed);
+    emit((int64_t)steps, (double)steps * 1e9 / (double)el, "hog_steps/s");
+}
+
 static void bench_latency(void *arg)
 {
     (void)arg;
-    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET,
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sin;
-    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sin, sizeof sin) != 0 ||
-        listen(lfd, 1) != 0 ||
-        getsockname(lfd, (struct sockaddr *)&sin, &len) != 0)
-        die("cannot listen on 127.0.0.1");
+    struct sockaddr_in sin;
+    int lfd = lat_listen(&sin, SOCK_NONBLOCK);
     gmp_wg_add(&lat_hogs, procs);
     gmp_wg_add(&wg, 2);
     int64_t t0 = gmp_nanotime();
@@ -1165,10 +1188,73 @@ static void bench_latency(void *arg)
     int64_t el = gmp_nanotime() - t0;
     GMP_SYSCALL(pthread_join(th, NULL));    /* it has closed its socket */
     close(lfd);
-    emit_pcts(lat_sleep, lat_nsleep, "sleep_us_p50", "sleep_us_p99");
-    emit_pcts(lat_ping, lat_nping, "ping_us_p50", "ping_us_p99");
-    uint64_t steps = atomic_load_explicit(&lat_steps, memory_order_relaxed);
-    emit((int64_t)steps, (double)steps * 1e9 / (double)el, "hog_steps/s");
+    lat_emit(el);
+}
+
+/* latency-floor: not a case but a probe of the machine, as work-floor.
+ * The latency case's load with no runtime: each hog, the sleeper and the
+ * ponger a plain thread, the kernel's scheduler deciding who runs. What
+ * the hogs lose here is what answering every wake-up on time costs on
+ * this machine, whoever schedules (bench/README.md). */
+static void *floor_hog(void *arg)
+{
+    lat_spin((uint64_t)(uintptr_t)arg);
+    return NULL;
+}
+
+static void *floor_sleeper(void *arg)
+{
+    (void)arg;
+    int64_t end = lat_clock() + LAT_RUN_NS;
+    for (int64_t t = lat_clock(); t < end && lat_nsleep < LAT_MAX;) {
+        int64_t deadline = t + LAT_PERIOD_NS;
+        struct timespec ts = {.tv_nsec = LAT_PERIOD_NS};
+        while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts))
+            ;
+        t = lat_clock();
+        lat_sleep[lat_nsleep++] = t - deadline;
+    }
+    return NULL;
+}
+
+static void *floor_ponger(void *arg)
+{
+    int fd = accept4((int)(intptr_t)arg, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0)
+        die("accept failed");
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char b;
+    while (read(fd, &b, 1) == 1)
+        if (write(fd, &b, 1) != 1)
+            die("write failed");
+    close(fd);
+    return NULL;
+}
+
+static void bench_latency_floor(void)
+{
+    struct sockaddr_in sin;
+    int lfd = lat_listen(&sin, 0);
+    pthread_t hog[procs], sl, po, pi;
+    int64_t t0 = lat_clock();
+    for (int i = 0; i < procs; i++)
+        if (pthread_create(&hog[i], NULL, floor_hog,
+                           (void *)(uintptr_t)(LCG_SEED + (uint64_t)i)) != 0)
+            die("pthread_create failed");
+    if (pthread_create(&sl, NULL, floor_sleeper, NULL) != 0 ||
+        pthread_create(&po, NULL, floor_ponger, (void *)(intptr_t)lfd) != 0 ||
+        pthread_create(&pi, NULL, lat_pinger, &sin) != 0)
+        die("pthread_create failed");
+    pthread_join(sl, NULL);
+    pthread_join(pi, NULL);
+    pthread_join(po, NULL);
+    atomic_store_explicit(&lat_stop, 1, memory_order_relaxed);
+    for (int i = 0; i < procs; i++)
+        pthread_join(hog[i], NULL);
+    int64_t el = lat_clock() - t0;
+    close(lfd);
+    lat_emit(el);
 }
 
 /* ---- command line -------------------------------------------------------- */
@@ -1246,6 +1332,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(case_name, "work-floor") == 0) {
         bench_work_floor();
+        return status;
+    }
+    if (strcmp(case_name, "latency-floor") == 0) {
+        bench_latency_floor();
         return status;
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

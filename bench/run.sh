@@ -533,6 +533,10 @@ for name in "${CASES[@]}"; do
         for ((i = 1; i <= RUNS; i++)); do
             [ -n "$gm" ] && run gmprt "$gm" "$name" "$procs"
             [ -n "$peer" ] && run peer "$peer" "$name" "$procs"
+            # The same load on plain threads, alternated with the two
+            # (gmprt_bench.c, latency-floor).
+            [ "$name" = latency ] && [ -n "$WORK_FLOOR" ] && [ -n "$GMPRT" ] &&
+                run_one gmprt "$GMPRT" latency-floor "$procs"
         done
     done
     # After the first of pool and spawnwork, the floor of both: their
@@ -682,6 +686,21 @@ if [ -n "$floor" ]; then
     echo "The tasks of pool and spawnwork alone, on plain threads with no" \
          "runtime (gmprt-bench work-floor $(procs_label work-floor all), ms):" \
          "$(fmt "$floor")."
+fi
+if [ -n "$(median gmprt latency-floor 1 hog_steps/s)" ]; then
+    echo
+    echo "The latency load on plain threads with no runtime (gmprt-bench" \
+         "latency-floor), p99 sleep / ping (us), the hogs' steps/s and" \
+         "their ratio to the peer's hogs:"
+    for procs in $(procs_for latency); do
+        echo "procs=$(procs_label latency "$procs"):" \
+             "$(fmt "$(median gmprt latency-floor "$procs" sleep_us_p99)") /" \
+             "$(fmt "$(median gmprt latency-floor "$procs" ping_us_p99)")," \
+             "$(fmt "$(median gmprt latency-floor "$procs" hog_steps/s)")," \
+             "$(fmt "$(div "$(median gmprt latency-floor "$procs" hog_steps/s)" \
+                          "$(median peer latency "$procs" hog_steps/s)")")x" \
+             "the peer's."
+    done
 fi
 echo
 note "raw output: $RAW"

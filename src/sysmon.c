@@ -63,6 +63,8 @@ struct sysmontick {
     uint32_t schedtick;
     uint32_t syscalltick;
     int64_t  schedwhen;
+    int64_t  turnwhen;              /* the earliest the G now running can
+                                       have started (hurry_all) */
     int64_t  syscallwhen;
     int64_t  hurrywhen;             /* when hurry() last preempted it */
     int64_t  stallwhen;             /* schedwhen, for GMP_DEBUG=stall */
@@ -157,6 +159,12 @@ static int retake(struct schedt *s, int64_t now, int64_t round)
                 stall_ask(s, pp, pd, now);
             }
             if (pd->schedtick != t) {
+                /* A tick that moved after a hurry moved for it: the G
+                 * that runs now started after that hurry, whenever we
+                 * look. Otherwise it started some time since our last
+                 * look, and now is the safe guess. */
+                pd->turnwhen = pd->hurrywhen > pd->schedwhen ? pd->hurrywhen
+                                                             : now;
                 pd->schedtick = t;
                 pd->schedwhen = now;
             } else if (now - pd->schedwhen >= PREEMPT_NS) {
@@ -246,25 +254,25 @@ static int64_t hurry_all(struct schedt *s, int64_t now, int32_t *owed)
         if (atomic_load_explicit(&pp->status, memory_order_relaxed) !=
             P_RUNNING)
             continue;
+        /* A P whose G has run less than POLL_TAKE_NS (by retake's
+         * stamps, just before) passes through schedule() often: its M
+         * runs the timer and the queue without being pushed, and no
+         * signal interrupts short turns. Look again when it would have
+         * run that long, and not before its timer is due. */
+        int64_t ripe = s->sysmon_ticks[i].turnwhen + POLL_TAKE_NS;
         int64_t w = atomic_load_explicit(&pp->timer0when,
                                          memory_order_relaxed);
         if (w != 0 && w > now) {
-            next = earlier(next, w);
+            next = earlier(next, w > ripe ? w : ripe);
             w = 0;
         }
-        /* A P whose G has run less than POLL_TAKE_NS (by retake's
-         * stamp, just before) passes through schedule() often: its M
-         * runs the timer and the queue without being pushed, and no
-         * signal interrupts short turns. Look again when it would have
-         * run that long. */
-        int64_t since = s->sysmon_ticks[i].schedwhen;
-        if ((w != 0 || *owed > 0) && now - since < POLL_TAKE_NS) {
-            next = earlier(next, since + POLL_TAKE_NS);
+        if ((w != 0 || *owed > 0) && now < ripe) {
+            next = earlier(next, ripe);
             continue;
         }
         if (w != 0 || *owed > 0) {
             int64_t t = hurry(s, i, now);
-            if (t == 0 && w == 0)
+            if (t == 0 && *owed > 0)
                 --*owed;
             next = earlier(next, t);
         }
