@@ -535,7 +535,7 @@ for name in "${CASES[@]}"; do
             [ -n "$peer" ] && run peer "$peer" "$name" "$procs"
             # The same load on plain threads, alternated with the two
             # (gmprt_bench.c, latency-floor).
-            [ "$name" = latency ] && [ -n "$WORK_FLOOR" ] && [ -n "$GMPRT" ] &&
+            [ "$name" = latency ] && [ -z "$ARCH" ] && [ -n "$GMPRT" ] &&
                 run_one gmprt "$GMPRT" latency-floor "$procs"
         done
     done
