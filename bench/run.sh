@@ -58,7 +58,9 @@
 # cores.
 # After the first of pool and spawnwork, `gmprt-bench work-floor all` runs
 # RUNS times: their tasks alone on plain threads, no runtime; the median
-# is printed under the table too (not under emulation).
+# is printed under the table too (not under emulation). Each run of
+# latency is followed by one of `gmprt-bench latency-floor`, the same load
+# on plain threads; its medians are printed under the table likewise.
 # For each case and procs setting the runs alternate gmprt, peer, gmprt, ...
 # A program that is missing, fails (non-zero exit, timeout) or leaves out a
 # unit in any run gets `-` in that cell; the suite goes on.
