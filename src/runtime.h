@@ -471,9 +471,6 @@ struct schedt {
     _Atomic uint32_t exitgen;       /* bumped (release) by each exiting M */
 };
 
-/* Whether s is stopping (s->exiting set). Relaxed: a stop flag that
- * publishes nothing; what a stopping M needs next comes under sched.lock
- * or through a note (struct schedt). Context: any. */
 /* The Ps in use. Relaxed: it changes only while the world is stopped;
  * an M holding a P reads it after its P's hand-back, which orders the
  * resize before it, and a reader without one (sysmon, a dump, a plain
@@ -484,6 +481,9 @@ static inline int gmp__procs(struct schedt *s)
     return atomic_load_explicit(&s->procs, memory_order_relaxed);
 }
 
+/* Whether s is stopping (s->exiting set). Relaxed: a stop flag that
+ * publishes nothing; what a stopping M needs next comes under sched.lock
+ * or through a note (struct schedt). Context: any. */
 static inline bool gmp__exiting(struct schedt *s)
 {
     return atomic_load_explicit(&s->exiting, memory_order_relaxed);

@@ -1507,7 +1507,7 @@ int gmp_start_world(void)
 /* ---- Resizing ----------------------------------------------------------- */
 
 /* Takes pp out of use (Go's (*p).destroy, in part): its runnable Gs go to
- * the global queue, runnext first, and its timers to to. Its caches of
+ * the global queue, runnext first, and its timers to P `to`. Its caches of
  * dead Gs, stacks, waiter records and ids, and its counters, stay: they
  * are its own again if it comes back, and teardown frees them. Context:
  * the world stopped, sched.lock held. */

@@ -50,8 +50,9 @@ struct gmp__tslot {
  * last tick, a plain read of the vDSO's data (6 ns on x86-64 under KVM,
  * where gmp__nanotime() reads the TSC in 28). It never runs ahead of
  * gmp__nanotime() and lags it by a tick, its resolution, or more
- * (gmp__timer_surely_before). gmp__coarse_res holds that resolution in ns, or 0 where the system has
- * no usable coarse clock (a resolution of a second or worse). Relaxed
+ * (gmp__timer_surely_before). gmp__coarse_res holds that resolution in
+ * ns, or 0 where the system has no usable coarse clock (a resolution of
+ * a second or worse). Relaxed
  * everywhere: a constant of the system, written before any M of a
  * runtime starts (gmp__timers_setup), with the same value each time.
  * Not sched.coarse_ns, the stamp sysmon refreshes for parked Gs' wait
@@ -89,11 +90,11 @@ static inline int64_t gmp__coarse_nanotime(void)
  * clock's lag, which is not one tick everywhere: on a 2-CPU KVM VM
  * (HZ=250) it ran from 0 to 8.17 ms over 54 million samples in 2 s, so
  * a margin of two ticks judged a due timer not due whenever the lag
- * passed 8 ms: a sleeper beside
- * an interpreter's count hook then waited out up to 150 us of polls that
- * said "not due" (tests/real/test_lua_module.c). So the margin starts at
- * three ticks and sysmon raises it past every lag it samples, plus a
- * tick (gmp__coarse_observe), up to GMP_COARSE_MARGIN_MAX_NS: a longer lag is
+ * passed 8 ms: a sleeper beside an interpreter's count hook then waited
+ * out up to 150 us of polls that said "not due"
+ * (tests/real/test_lua_module.c). So the margin starts at three ticks
+ * and sysmon raises it past every lag it samples, plus a tick
+ * (gmp__coarse_observe), up to GMP_COARSE_MARGIN_MAX_NS: a longer lag is
  * a host that stopped the VM, and makes a timer late by that stop, as it
  * does every thread. gmp__coarse_margin is 0 without a coarse clock: the
  * answer is then always false. Relaxed: a reader with an older, smaller

@@ -215,6 +215,15 @@ static void check_report(const char *ev, const char *alt)
     unlink(rep_path);
 }
 
+/* The report of a program whose goroutines pass values round trip: a
+ * round trip blocks the sender or the receiver, whichever comes first,
+ * and on one P, handing the M back and forth, it can be the sender every
+ * time (seen once in a loaded CI run). */
+static void check_round_trip_report(void)
+{
+    check_report(" GoBlockRecv ", " GoBlockSend ");
+}
+
 /* The report children's recording: ROUNDS round trips with a ponger,
  * which the channels (leaked: the child ends) keep parked after. */
 static void fr_rounds(void)
@@ -273,10 +282,7 @@ static void test_flightrec_written_by_deadlock_report(void **state)
     h_assert_killed_by(&res, SIGABRT);
     assert_non_null(strstr(res.err, "deadlock!"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
-    /* A round trip blocks the sender or the receiver, whichever comes
-     * first: on one P, handing the M back and forth, it can be the
-     * sender every time (seen once in a loaded CI run). */
-    check_report(" GoBlockRecv ", " GoBlockSend ");
+    check_round_trip_report();
 }
 
 static void fr_spin(void *arg)
@@ -347,10 +353,7 @@ static void test_flightrec_written_by_sigquit_dump(void **state)
     h_child_exited(&res, 2, 2);
     assert_non_null(strstr(res.err, "SIGQUIT: goroutine dump"));
     assert_non_null(strstr(res.err, "flight recorder written to"));
-    /* A round trip blocks the sender or the receiver, whichever comes
-     * first: on one P, handing the M back and forth, it can be the
-     * sender every time (seen once in a loaded CI run). */
-    check_report(" GoBlockRecv ", " GoBlockSend ");
+    check_round_trip_report();
 }
 
 int main(void)
