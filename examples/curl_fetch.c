@@ -30,7 +30,8 @@
 
 static int lfd, port, ng = 100;
 static _Atomic long bad, served, ok;
-static gmp_wg_t wg;
+static gmp_wg_t wg;                 /* the clients */
+static gmp_wg_t serving;            /* the server and its connections */
 
 /* One connection: a request (until its blank line), one answer naming
  * the path, then close. */
@@ -60,6 +61,7 @@ static void conn(void *arg)
             atomic_fetch_add(&served, 1);
     }
     close(fd);
+    gmp_wg_done(&serving);
 }
 
 static void server(void *arg)
@@ -68,9 +70,11 @@ static void server(void *arg)
     for (;;) {
         int c = accept(lfd, NULL, NULL);
         if (c < 0)
-            return;                 /* closed at the end */
+            break;                  /* closed at the end */
+        gmp_wg_add(&serving, 1);
         gmp_go(conn, (void *)(long)c);
     }
+    gmp_wg_done(&serving);
 }
 
 struct body {
@@ -123,12 +127,16 @@ static void client(void *arg)
 static void run(void *arg)
 {
     (void)arg;
+    gmp_wg_add(&serving, 1);
     gmp_go(server, NULL);
     gmp_wg_add(&wg, ng);
     for (long k = 0; k < ng; k++)
         gmp_go(client, (void *)k);
     gmp_wg_wait(&wg);
     shutdown(lfd, SHUT_RDWR);       /* the server's accept returns */
+    /* A client may have its page before the goroutine that wrote it has
+     * counted it: main returning would end that goroutine first. */
+    gmp_wg_wait(&serving);
 }
 
 int main(int argc, char **argv)
