@@ -52,9 +52,9 @@ struct gmp__tslot {
  * gmp__nanotime() and lags it by a tick, its resolution, or more
  * (gmp__timer_surely_before). gmp__coarse_res holds that resolution in
  * ns, or 0 where the system has no usable coarse clock (a resolution of
- * a second or worse). Relaxed
- * everywhere: a constant of the system, written before any M of a
- * runtime starts (gmp__timers_setup), with the same value each time.
+ * a second or worse). Relaxed everywhere: a constant of the system,
+ * written before any M of a runtime starts (gmp__timers_setup), with the
+ * same value each time.
  * Not sched.coarse_ns, the stamp sysmon refreshes for parked Gs' wait
  * times: sysmon sleeps up to 10 ms between rounds and not at all while
  * every P is idle, so that stamp has no bound on its lag to decide a
