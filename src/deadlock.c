@@ -23,7 +23,10 @@
  *   - A pending timer (a sleeper, a select or wait with a timeout) or a
  *     waiter on an fd: the timer will fire, the fd may become ready.
  *     An M blocked in the poller is not idle anyway, so the check does
- *     not even run while either exists.
+ *     not even run while either exists. A G that a poll (sysmon's too)
+ *     has woken still counts as a waiter until it is queued, and when
+ *     the last waiter goes, an M blocked in the poller for it alone is
+ *     woken (netpoll.c).
  * So a report is never false: every thread that could act is asleep in
  * the runtime, and nothing is queued.
  */

@@ -35,8 +35,13 @@
  * waker touches the record only under the lock or after winning the
  * claim.
  *
- * sched.netpoll_waiters counts records linked on any list: findrunnable
- * blocks in epoll_wait only if it is non-zero or a timer is pending.
+ * sched.netpoll_waiters counts records linked on any list, and those a
+ * poll has taken off until its caller has queued their Gs (Go's
+ * netpollAdjustWaiters): a G between the two is on no list and in no
+ * queue, and the deadlock check would miss it. findrunnable blocks in
+ * epoll_wait only if the count is non-zero or a timer is pending; when
+ * it falls to zero under a poll that has no deadline, that poll is
+ * broken (waiters_add).
  *
  * Descriptor lifetime: refs counts the gmp_* calls inside the fd; gmp_close
  * sets PD_CLOSING (new calls fail), wakes the waiters, waits for refs to
@@ -191,12 +196,25 @@ static int epwait(struct schedt *s, struct epoll_event *ev, int n,
 
 /* ---- Waking waiters --------------------------------------------------------- */
 
-/* Relaxed, both: a count for findrunnable's hint; the lists themselves
- * are under pd->lock. */
-static void waiters_add(struct schedt *s, int d)
+/* Seq_cst: the fall to zero pairs with findrunnable's second look after
+ * it takes the poller to block with no timer. Either it sees no waiter
+ * left and does not block, or we see its lastpoll of 0 and break the
+ * poll: no M sleeps in epoll_wait for nobody, where it would keep the
+ * deadlock check from running (deadlock.c). On x86 every read-modify-
+ * write is a locked instruction anyway. */
+static void waiters_add(struct schedt *s, int32_t d)
 {
-    atomic_fetch_add_explicit(&s->netpoll_waiters, (uint32_t)d,
-                              memory_order_relaxed);
+    uint32_t left = atomic_fetch_add(&s->netpoll_waiters, (uint32_t)d) +
+                    (uint32_t)d;
+    if (d < 0 && left == 0 && atomic_load(&s->lastpoll) == 0 &&
+        atomic_load(&s->poll_until) == 0)
+        gmp__netpoll_break(s);
+}
+
+void gmp__netpoll_release(struct schedt *s, int32_t held)
+{
+    if (held)
+        waiters_add(s, -held);
 }
 
 static void unlink_one(struct fdwait **q, struct fdwait *fw, bool rd)
@@ -209,8 +227,12 @@ static void unlink_one(struct fdwait **q, struct fdwait *fw, bool rd)
         }
 }
 
-/* Unlinks fw from every list it is on. Context: holds pd->lock. */
-static void unlink_waiter(struct gmp__pd *pd, struct fdwait *fw)
+/* Unlinks fw from every list it is on, and takes it off the count, or,
+ * where held is not NULL, adds it to *held instead: the poll leaves its
+ * records counted until their Gs are queued (gmp__netpoll). Context:
+ * holds pd->lock. */
+static void unlink_waiter(struct gmp__pd *pd, struct fdwait *fw,
+                          int32_t *held)
 {
     if (!fw->linked)
         return;
@@ -224,20 +246,24 @@ static void unlink_waiter(struct gmp__pd *pd, struct fdwait *fw)
         n++;
     }
     fw->linked = false;
-    waiters_add(fw->s, -n);
+    if (held)
+        *held += n;
+    else
+        waiters_add(fw->s, -n);
 }
 
 /* Claims and unlinks every waiter of the directions in modes, adding the
- * ones it won to *wake. Context: holds pd->lock. */
+ * ones it won to *wake; held as unlink_waiter's. Context: holds
+ * pd->lock. */
 static void take_waiters(struct gmp__pd *pd, int modes, int why,
-                         struct fdwait **wake)
+                         struct fdwait **wake, int32_t *held)
 {
     for (int d = PD_R; d <= PD_W; d <<= 1) {
         if (!(modes & d))
             continue;
         struct fdwait *fw;
         while ((fw = d == PD_R ? pd->rq : pd->wq)) {
-            unlink_waiter(pd, fw);
+            unlink_waiter(pd, fw, held);
             if (gmp__wctx_claim(&fw->w)) {
                 fw->why = why;
                 fw->wakenext = *wake;
@@ -250,12 +276,13 @@ static void take_waiters(struct gmp__pd *pd, int modes, int why,
 /* ---- Polling ------------------------------------------------------------------ */
 
 struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
-                       int32_t *np)
+                       int32_t *np, int32_t *held)
 {
     struct epoll_event ev[NEVENTS];
     struct g *head = NULL;
     *tail = NULL;
     *np = 0;
+    *held = 0;
     int n = epwait(s, ev, NEVENTS, delay);
     if (n < 0)
         return NULL;                /* EINTR: the caller looks again */
@@ -295,12 +322,12 @@ struct g *gmp__netpoll(struct schedt *s, int64_t delay, struct g **tail,
         if (modes & PD_R) {
             atomic_store_explicit(&pd->rseq, atomic_load_explicit(
                 &pd->rseq, memory_order_relaxed) + 1, memory_order_release);
-            take_waiters(pd, PD_R, WHY_READY, &wake);
+            take_waiters(pd, PD_R, WHY_READY, &wake, held);
         }
         if (modes & PD_W) {
             atomic_store_explicit(&pd->wseq, atomic_load_explicit(
                 &pd->wseq, memory_order_relaxed) + 1, memory_order_release);
-            take_waiters(pd, PD_W, WHY_READY, &wake);
+            take_waiters(pd, PD_W, WHY_READY, &wake, held);
         }
         gmp__spin_unlock(&pd->lock);
         while (wake) {
@@ -565,7 +592,7 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
             if (deadline)
                 gmp__timer_del(&fw.t);
             gmp__spin_lock(&pd->lock);
-            unlink_waiter(pd, &fw);
+            unlink_waiter(pd, &fw, NULL);
             gmp__spin_unlock(&pd->lock);
         }
     } else {
@@ -592,7 +619,7 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
                     gmp__notesleep(&fw.w.note);  /* a waker owns us */
             }
             gmp__spin_lock(&pd->lock);
-            unlink_waiter(pd, &fw);
+            unlink_waiter(pd, &fw, NULL);
             gmp__spin_unlock(&pd->lock);
         }
     }
@@ -620,7 +647,7 @@ void gmp__pd_set_deadline(struct gmp__pd *pd, int modes, int64_t deadline)
         atomic_store_explicit(&pd->wseq, atomic_load_explicit(
             &pd->wseq, memory_order_relaxed) + 1, memory_order_release);
     }
-    take_waiters(pd, modes, WHY_READY, &wake);
+    take_waiters(pd, modes, WHY_READY, &wake, NULL);
     gmp__spin_unlock(&pd->lock);
     while (wake) {
         struct fdwait *fw = wake;
@@ -663,7 +690,7 @@ int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd, bool closefd)
     }
     struct fdwait *wake = NULL;
     gmp__spin_lock(&pd->lock);
-    take_waiters(pd, PD_R | PD_W, WHY_CLOSED, &wake);
+    take_waiters(pd, PD_R | PD_W, WHY_CLOSED, &wake, NULL);
     pd->drained = false;
     gmp__spin_unlock(&pd->lock);
     while (wake) {

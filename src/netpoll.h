@@ -64,9 +64,16 @@ GMP_HIDDEN void gmp__netpoll_wake_for(struct schedt *s, int64_t when);
 /* Polls: delay < 0 blocks until an event, 0 does not block, > 0 waits up
  * to delay ns. Returns the Gs it made runnable, chained by schedlink
  * (count in *n, last in *tail); waiting threads are woken directly.
- * Context: any M (blocking: one with no P), sysmon. */
+ * The waiter records it unlinked stay counted (*held of them) until the
+ * caller, having queued or run those Gs, passes *held to
+ * gmp__netpoll_release: until then a G on its way to a queue still
+ * counts as waiting, and the deadlock check, which may run on the last
+ * M meanwhile, sees it (Go's netpollAdjustWaiters). Context: any M
+ * (blocking: one with no P), sysmon. */
 GMP_HIDDEN struct g *gmp__netpoll(struct schedt *s, int64_t delay,
-                                  struct g **tail, int32_t *n);
+                                  struct g **tail, int32_t *n,
+                                  int32_t *held);
+GMP_HIDDEN void gmp__netpoll_release(struct schedt *s, int32_t held);
 /* Whether any G or thread waits on a descriptor. Relaxed. */
 GMP_HIDDEN bool gmp__netpoll_waiting(struct schedt *s);
 

@@ -399,7 +399,8 @@ struct schedt {
     /* The poller (netpoll.c). lastpoll: when an M last returned from
      * epoll_wait, 0 while one blocks in it (at most one does); poll_until:
      * when that one wakes by itself (0: never). netpoll_waiters: waiter
-     * records linked on descriptors. Their own line: idle Ms and timer
+     * records linked on descriptors, and those a poll took off until it
+     * has queued their Gs (netpoll.c). Their own line: idle Ms and timer
      * adders read them. */
     GMP_ALIGNED _Atomic int64_t lastpoll;
     _Atomic int64_t poll_until;

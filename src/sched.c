@@ -626,12 +626,15 @@ top:
     if (gmp__netpoll_waiting(s) &&
         atomic_load_explicit(&s->lastpoll, memory_order_relaxed) != 0) {
         struct g *tail;
-        int32_t n;
-        if ((gp = gmp__netpoll(s, 0, &tail, &n))) {
+        int32_t n, held;
+        gp = gmp__netpoll(s, 0, &tail, &n, &held);
+        if (gp) {
             gmp__trace_injected(pp, gp);
             gmp__injectglist(s, pp, gp->schedlink, tail, n - 1);
-            return gp;
         }
+        gmp__netpoll_release(s, held);
+        if (gp)
+            return gp;
     }
 
     /* Steal, unless too many Ms are already spinning. */
@@ -700,6 +703,14 @@ top:
     /* Seq_cst: see gmp__netpoll_wake_for. */
     if ((gmp__netpoll_waiting(s) || until != 0) &&
         atomic_exchange(&s->lastpoll, 0) != 0) {
+        /* Seq_cst: the last waiter may have gone since we looked, before
+         * our exchange: then we see it here, else it sees our 0 and
+         * breaks the poll (netpoll.c, waiters_add). */
+        if (until == 0 && atomic_load(&s->netpoll_waiters) == 0) {
+            atomic_store(&s->lastpoll, gmp__nanotime());
+            stopm(s, mp);
+            goto top;
+        }
         atomic_store(&s->poll_until, until);
         int64_t delay = -1;
         if (until != 0) {
@@ -708,11 +719,11 @@ top:
                 delay = 0;
         }
         struct g *tail = NULL;
-        int32_t n = 0;
+        int32_t n = 0, held = 0;
         gp = NULL;
         /* The exit breaks the poll. */
         if (!gmp__exiting(s))
-            gp = gmp__netpoll(s, delay, &tail, &n);
+            gp = gmp__netpoll(s, delay, &tail, &n, &held);
         atomic_store(&s->poll_until, 0);
         atomic_store(&s->lastpoll, gmp__nanotime());
         gmp__lock(&s->lock);
@@ -723,8 +734,10 @@ top:
             if (gp) {
                 gmp__trace_injected(pp, gp);
                 gmp__injectglist(s, pp, gp->schedlink, tail, n - 1);
+                gmp__netpoll_release(s, held);
                 return gp;
             }
+            gmp__netpoll_release(s, held);
             /* A timer is due (maybe on another P's heap) or the poll was
              * broken: look again, as a spinning M, allowed to steal. */
             mp->spinning = true;
@@ -734,6 +747,7 @@ top:
         }
         gmp__trace_injected(NULL, gp);
         gmp__injectglist(s, NULL, gp, tail, n);
+        gmp__netpoll_release(s, held);
     } else if (atomic_load(&s->sysmonpoll)) {
         /* sysmon polls for Ps that are all busy, but ours is idle now:
          * break its poll, and it wakes an M to block there instead

@@ -315,10 +315,10 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
     /* Seq_cst: see gmp__netpoll_wake_for. */
     atomic_store(&s->poll_until, until);
     struct g *list = NULL, *tail = NULL;
-    int32_t n = 0;
+    int32_t n = 0, held = 0;
     /* The exit breaks the poll. */
     if (!gmp__exiting(s))
-        list = gmp__netpoll(s, delay, &tail, &n);
+        list = gmp__netpoll(s, delay, &tail, &n, &held);
     atomic_store(&s->poll_until, 0);             /* seq_cst: as above */
     now = gmp__nanotime();
     *ownpoll = now;
@@ -329,6 +329,7 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
         gmp__injectglist(s, NULL, list, tail, n);
         *owed += n;
     }
+    gmp__netpoll_release(s, held);
     /* A P went idle while we held the poller, and its M did not block
      * there: wake one that will. Full barrier before wakep's loads, as
      * every submitter's. */
@@ -466,15 +467,16 @@ static void *sysmon_loop(struct schedt *s)
         if (gmp__netpoll_waiting(s) && lp != 0 && now - lp > POLL_NS &&
             atomic_compare_exchange_strong(&s->lastpoll, &lp, now)) {
             struct g *tail;
-            int32_t n;
+            int32_t n, held;
             ownpoll = now;
-            struct g *list = gmp__netpoll(s, 0, &tail, &n);
+            struct g *list = gmp__netpoll(s, 0, &tail, &n, &held);
             if (list) {
                 gmp__trace_injected(NULL, list);
                 gmp__injectglist(s, NULL, list, tail, n);
                 owed += n;
                 idle = 0;
             }
+            gmp__netpoll_release(s, held);
         }
         if (retake(s, now, delay) > 0)
             idle = 0;

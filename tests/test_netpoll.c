@@ -33,10 +33,12 @@
  *   - deadlock detection after network I/O (forked children, as
  *     test_deadlock.c): after a socketpair round trip, main blocking for
  *     ever with nothing left that could wake it is reported, with the
- *     fds closed or left open; a goroutine parked in gmp_read, gmp_accept
- *     or a timed gmp_fd_wait that another process or a timer ends is no
- *     deadlock. (A reader parked on an fd nobody can write is not
- *     reported: Go cannot tell either.)
+ *     fds closed or left open, and after gmp_close woke the last
+ *     goroutine parked on an fd while an M slept in the poller for it;
+ *     a goroutine parked in gmp_read, gmp_accept or a timed gmp_fd_wait
+ *     that another process or a timer ends is no deadlock. (A reader
+ *     parked on an fd nobody can write is not reported: Go cannot tell
+ *     either.)
  *
  * Waiting for a goroutine or thread to be really parked uses h_still
  * (every other thread asleep in the kernel, twice, with no switch in
@@ -171,6 +173,68 @@ static void test_netpoll_deadlock_after_round_trip_fds_closed(void **state)
 static void test_netpoll_deadlock_after_round_trip_fds_open(void **state)
 {
     expect_deadlock(rt_main_open);
+}
+
+/* An M sleeps in the poller for the one goroutine parked on a pipe (no
+ * timer anywhere) when main closes the pipe and wakes that goroutine
+ * with GMP_EBADF; then main blocks for ever. The M in the poller must
+ * not sleep on for nobody: while it did, no M was idle enough for the
+ * check, and the child hung instead of reporting. */
+static int lw_fds[2];
+static gmp_wg_t lw_wg;
+
+static void lw_reader(void *arg)
+{
+    (void)arg;
+    char b;
+    if (gmp_read(lw_fds[0], &b, 1) == GMP_EBADF)
+        printf("reader woken\n");
+    gmp_wg_done(&lw_wg);
+}
+
+static void lw_nothing(void *arg)
+{
+    (void)arg;
+}
+
+static void lw_main(void *arg)
+{
+    (void)arg;
+    if (pipe2(lw_fds, O_CLOEXEC) != 0)
+        return;
+    gmp_wg_add(&lw_wg, 1);
+    gmp_go(lw_reader, NULL);
+    /* Until the reader is parked and an M blocks in the poller with no
+     * deadline: each goroutine started wakes an idle M, which, finding
+     * nothing to run, goes there. */
+    struct schedt *s = h_sched();
+    while (!(atomic_load(&s->netpoll_waiters) == 1 &&
+             atomic_load(&s->lastpoll) == 0 &&
+             atomic_load(&s->poll_until) == 0)) {
+        gmp_go(lw_nothing, NULL);
+        gmp_yield();
+    }
+    gmp_close(lw_fds[0]);
+    gmp_wg_wait(&lw_wg);
+    gmp_close(lw_fds[1]);
+    gmp_chan_t *c = gmp_chan_make(sizeof(int), 0);
+    announce("chan receive");
+    gmp_chan_recv(c, NULL);
+    printf("recv returned\n");
+}
+
+static void test_netpoll_deadlock_after_close_wakes_the_last_waiter(
+    void **state)
+{
+    (void)state;
+#if defined(H_TSAN) || GMP_TEST_EMULATED
+    skip();                         /* as expect_deadlock */
+#endif
+    /* Two Ps at least: one M in the poller, main's running. */
+    for (int i = 0; i < 10; i++) {
+        expect_deadlock_procs(lw_main, 2);
+        expect_deadlock_procs(lw_main, 4);
+    }
 }
 
 /* A process of our own (no thread of this one) writes the pipe, or
@@ -1665,6 +1729,7 @@ int main(void)
     const struct CMUnitTest fork[] = {
         cmocka_unit_test(test_netpoll_deadlock_after_round_trip_fds_closed),
         cmocka_unit_test(test_netpoll_deadlock_after_round_trip_fds_open),
+        cmocka_unit_test(test_netpoll_deadlock_after_close_wakes_the_last_waiter),
         cmocka_unit_test(test_netpoll_no_deadlock_reader_parked_for_process),
         cmocka_unit_test(test_netpoll_no_deadlock_accept_parked_for_process),
         cmocka_unit_test(test_netpoll_no_deadlock_timed_wait_and_sleeper),
