@@ -186,14 +186,31 @@ static void test_syscall_short_calls_do_not_starve_cpu_work(void **state)
 /* ---- A lone caller keeps its P through its slices ------------------------ */
 
 #define LONE_SLICES   20
-#define LONE_HANDOFFS 2         /* allowed per run, for the host's stalls */
+#define LONE_HANDOFFS 2         /* allowed per run beyond the stalls */
 #define LONE_RUNS     3
+/* A call this long was stalled by the host. sysmon retakes a P by the
+ * usual rule only from a call it finds in the kernel at two of its
+ * rounds, which here, with no work waiting, are far apart: 20 us only
+ * for a while after a hand-off. Calls of 10-100 us come by the hundred
+ * in a run on a VM, even an idle one, and almost never cost a hand-off;
+ * a stall of 100 us or more may, and the ones after it may too. */
+#define LONE_STALL_NS 100000
 
 static struct {
     _Atomic int64_t done;
-    uint64_t slices, handoffs;
+    uint64_t slices, handoffs, stalls;
     bool hung;
 } lc;
+
+/* getppid, timed from inside the bracket: the kernel's time alone. */
+static long timed_getppid(void)
+{
+    int64_t t0 = gmp_nanotime();
+    long r = syscall(SYS_getppid);
+    if (gmp_nanotime() - t0 >= LONE_STALL_NS)
+        lc.stalls++;
+    return r;
+}
 
 /* Short bracketed calls with nothing else to run, until sysmon has marked
  * LONE_SLICES slices as used up. A slice often ends inside the kernel;
@@ -207,7 +224,7 @@ static void lone_caller(void *arg)
     int64_t give_up = gmp_nanotime() + H_DEADLINE_NS;
     do {
         for (int i = 0; i < 1000; i++)
-            (void)GMP_SYSCALL(syscall(SYS_getppid));
+            (void)GMP_SYSCALL(timed_getppid());
         gmp_stats(&b);
         lc.hung = gmp_nanotime() > give_up;
     } while (b.preemptions - a.preemptions < LONE_SLICES && !lc.hung);
@@ -219,11 +236,14 @@ static void lone_caller(void *arg)
 /* A call that the host keeps in the kernel past a whole sysmon round is
  * retaken by the usual rule (at procs=1 no M is idle or spinning), and
  * after that hand-off sysmon looks again every 20 us, so on a busy host
- * one stall can bring a dozen or more. Such runs are rare and scattered,
- * so the test passes when one of LONE_RUNS runs stays within
- * LONE_HANDOFFS. The rule it guards against, a hand-off at each slice end
- * that finds the caller in the kernel, gives 3 to 34 in most runs, and
- * fails this test in nearly every run of the binary. */
+ * one stall can bring several. Each call times itself, and each one that
+ * stalled allows a hand-off more; a run passes within LONE_HANDOFFS
+ * beyond those, and the test when one of LONE_RUNS runs does. The rule
+ * it guards against, a hand-off at each slice end that finds the caller
+ * in the kernel, gave 1 to 18 hand-offs a run against 0 to 3 stalls (24
+ * runs on an idle 2-CPU VM, one of them within the allowance), so the
+ * test fails with it in most runs of the binary; the rule it keeps gave
+ * none with both CPUs busy beside it. */
 static void test_syscall_lone_caller_keeps_its_p(void **state)
 {
     for (int run = 0; run < LONE_RUNS; run++) {
@@ -233,13 +253,15 @@ static void test_syscall_lone_caller_keeps_its_p(void **state)
         assert_false(lc.hung);
         assert_true(lc.slices >= LONE_SLICES);
         assert_int_equal(h_wait_quiet(), 0);
-        if (lc.handoffs <= LONE_HANDOFFS)
+        if (lc.handoffs <= LONE_HANDOFFS + lc.stalls)
             return;
-        print_message("lone caller: %llu hand-offs in run %d\n",
-                      (unsigned long long)lc.handoffs, run + 1);
+        print_message("lone caller: %llu hand-offs, %llu stalled calls in "
+                      "run %d\n", (unsigned long long)lc.handoffs,
+                      (unsigned long long)lc.stalls, run + 1);
     }
-    fail_msg("a lone caller was handed off more than %d times in each of "
-             "%d runs of %d slices", LONE_HANDOFFS, LONE_RUNS, LONE_SLICES);
+    fail_msg("a lone caller was handed off more than %d times beyond its "
+             "stalled calls in each of %d runs of %d slices",
+             LONE_HANDOFFS, LONE_RUNS, LONE_SLICES);
 }
 
 /* ---- A spawning hog yields to the preemption mark -------------------------- */
