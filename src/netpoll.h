@@ -7,12 +7,18 @@
  * until an fd is ready, the earliest timer is due, or someone breaks the
  * wait through the eventfd (gmp__netpoll_break): at most one M at a time,
  * marked by sched.lastpoll == 0. Busy Ms poll without blocking before they
- * steal, and sysmon polls when nobody has for 10 ms.
+ * steal (and say so in lastpoll), and sysmon polls when nobody has for
+ * 10 ms, or holds the poller while every P is busy (sysmon.c).
  */
 #ifndef GMP_NETPOLL_H
 #define GMP_NETPOLL_H
 
 #include "runtime.h"
+
+/* A busy M that polled without blocking moves sched.lastpoll to now when
+ * it is this much older (findrunnable): sysmon takes the poller only for
+ * Ps that nobody has polled for in a millisecond (sysmon_sleep). */
+#define POLL_MARK_NS 100000
 
 struct fdwait;
 

@@ -623,11 +623,20 @@ top:
     /* The network, without blocking, before taking others' work; not
      * while another M blocks in the poller (it delivers). Relaxed: a
      * hint; the poll itself settles it. */
-    if (gmp__netpoll_waiting(s) &&
-        atomic_load_explicit(&s->lastpoll, memory_order_relaxed) != 0) {
+    int64_t lp = atomic_load_explicit(&s->lastpoll, memory_order_relaxed);
+    if (gmp__netpoll_waiting(s) && lp != 0) {
         struct g *tail;
         int32_t n, held;
         gp = gmp__netpoll(s, 0, &tail, &n, &held);
+        /* Say that we polled, or sysmon takes the poller for Ps that
+         * seem to have nobody polling for them (sysmon_sleep), and our
+         * polls, which stop while it holds it, become its wake-ups. At
+         * most once per POLL_MARK_NS: the line is every poller's. Seq_cst
+         * CAS: keeps a blocking poller's 0 intact, as sysmon's does. */
+        if (!now)
+            now = gmp__nanotime();
+        if (now - lp >= POLL_MARK_NS)
+            atomic_compare_exchange_strong(&s->lastpoll, &lp, now);
         if (gp) {
             gmp__trace_injected(pp, gp);
             gmp__injectglist(s, pp, gp->schedlink, tail, n - 1);
