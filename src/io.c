@@ -624,8 +624,8 @@ int gmp_fd_set_deadline(int fd, int events, int64_t deadline_ns)
     int err = enter(fd, &s, &pd);
     if (err)
         return err;
-    gmp__pd_set_deadline(pd, (events & GMP_POLLIN ? PD_R : 0) |
-                             (events & GMP_POLLOUT ? PD_W : 0),
+    gmp__pd_set_deadline(s, pd, (events & GMP_POLLIN ? PD_R : 0) |
+                                    (events & GMP_POLLOUT ? PD_W : 0),
                          deadline_ns);
     gmp__pd_exit(pd);
     return 0;

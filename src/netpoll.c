@@ -35,13 +35,14 @@
  * waker touches the record only under the lock or after winning the
  * claim.
  *
- * sched.netpoll_waiters counts records linked on any list, and those a
- * poll has taken off until its caller has queued their Gs (Go's
- * netpollAdjustWaiters): a G between the two is on no list and in no
- * queue, and the deadlock check would miss it. findrunnable blocks in
- * epoll_wait only if the count is non-zero or a timer is pending; when
- * it falls to zero under a poll that has no deadline, that poll is
- * broken (waiters_add).
+ * sched.netpoll_waiters counts records linked on any list, and those
+ * taken off whose taker has not let go yet: a poll lets go once it has
+ * queued the Gs it woke (Go's netpollAdjustWaiters), for a G between the
+ * two is on no list and in no queue, and the deadlock check would miss
+ * it; the others once they have dropped the descriptor's lock.
+ * findrunnable blocks in epoll_wait only if the count is non-zero or a
+ * timer is pending; when it falls to zero under a poll that has no
+ * deadline, that poll is broken (waiters_add).
  *
  * Descriptor lifetime: refs counts the gmp_* calls inside the fd; gmp_close
  * sets PD_CLOSING (new calls fail), wakes the waiters, waits for refs to
@@ -227,9 +228,9 @@ static void unlink_one(struct fdwait **q, struct fdwait *fw, bool rd)
         }
 }
 
-/* Unlinks fw from every list it is on, and takes it off the count, or,
- * where held is not NULL, adds it to *held instead: the poll leaves its
- * records counted until their Gs are queued (gmp__netpoll). Context:
+/* Unlinks fw from every list it is on. The count keeps it: it adds to
+ * *held, which the caller passes to gmp__netpoll_release once it has
+ * dropped the lock (a poll: once it has queued the Gs it woke). Context:
  * holds pd->lock. */
 static void unlink_waiter(struct gmp__pd *pd, struct fdwait *fw,
                           int32_t *held)
@@ -246,10 +247,7 @@ static void unlink_waiter(struct gmp__pd *pd, struct fdwait *fw,
         n++;
     }
     fw->linked = false;
-    if (held)
-        *held += n;
-    else
-        waiters_add(fw->s, -n);
+    *held += n;
 }
 
 /* Claims and unlinks every waiter of the directions in modes, adding the
@@ -591,9 +589,11 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
         if (fw.committed) {
             if (deadline)
                 gmp__timer_del(&fw.t);
+            int32_t held = 0;
             gmp__spin_lock(&pd->lock);
-            unlink_waiter(pd, &fw, NULL);
+            unlink_waiter(pd, &fw, &held);
             gmp__spin_unlock(&pd->lock);
+            gmp__netpoll_release(s, held);
         }
     } else {
         gmp__spin_lock(&pd->lock);
@@ -618,9 +618,11 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
                 else
                     gmp__notesleep(&fw.w.note);  /* a waker owns us */
             }
+            int32_t held = 0;
             gmp__spin_lock(&pd->lock);
-            unlink_waiter(pd, &fw, NULL);
+            unlink_waiter(pd, &fw, &held);
             gmp__spin_unlock(&pd->lock);
+            gmp__netpoll_release(s, held);
         }
     }
     switch (fw.why) {
@@ -630,9 +632,11 @@ int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
     }
 }
 
-void gmp__pd_set_deadline(struct gmp__pd *pd, int modes, int64_t deadline)
+void gmp__pd_set_deadline(struct schedt *s, struct gmp__pd *pd, int modes,
+                          int64_t deadline)
 {
     struct fdwait *wake = NULL;
+    int32_t held = 0;
     gmp__spin_lock(&pd->lock);
     /* Relaxed stores: the release bump of the seq after each publishes
      * it (see gmp__pd_deadline). Relaxed loads of the seqs: their
@@ -647,8 +651,9 @@ void gmp__pd_set_deadline(struct gmp__pd *pd, int modes, int64_t deadline)
         atomic_store_explicit(&pd->wseq, atomic_load_explicit(
             &pd->wseq, memory_order_relaxed) + 1, memory_order_release);
     }
-    take_waiters(pd, modes, WHY_READY, &wake, NULL);
+    take_waiters(pd, modes, WHY_READY, &wake, &held);
     gmp__spin_unlock(&pd->lock);
+    gmp__netpoll_release(s, held);
     while (wake) {
         struct fdwait *fw = wake;
         wake = fw->wakenext;        /* before fw may run and go */
@@ -689,10 +694,12 @@ int gmp__pd_close(struct schedt *s, struct gmp__pd *pd, int fd, bool closefd)
         return GMP_EBADF;
     }
     struct fdwait *wake = NULL;
+    int32_t held = 0;
     gmp__spin_lock(&pd->lock);
-    take_waiters(pd, PD_R | PD_W, WHY_CLOSED, &wake, NULL);
+    take_waiters(pd, PD_R | PD_W, WHY_CLOSED, &wake, &held);
     pd->drained = false;
     gmp__spin_unlock(&pd->lock);
+    gmp__netpoll_release(s, held);
     while (wake) {
         struct fdwait *fw = wake;
         wake = fw->wakenext;

@@ -163,8 +163,8 @@ GMP_HIDDEN int gmp__pd_wait(struct schedt *s, struct gmp__pd *pd, int modes,
  * an event of those directions: a caller that read the seq before the
  * change and its deadline after finds the seq moved when it links, and
  * tries again too. */
-GMP_HIDDEN void gmp__pd_set_deadline(struct gmp__pd *pd, int modes,
-                                     int64_t deadline);
+GMP_HIDDEN void gmp__pd_set_deadline(struct schedt *s, struct gmp__pd *pd,
+                                     int modes, int64_t deadline);
 /* The deadline of direction mode (PD_R or PD_W), 0 for none. Relaxed:
  * read after gmp__pd_seq, whose acquire orders the setter's store (made
  * before its release bump) before this load when the seq includes the

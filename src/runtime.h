@@ -399,10 +399,10 @@ struct schedt {
     /* The poller (netpoll.c). lastpoll: when an M last returned from
      * epoll_wait (a busy M's poll without blocking to within
      * POLL_MARK_NS), 0 while one blocks in it (at most one does);
-     * poll_until: when that one wakes by itself (0: never). netpoll_waiters: waiter
-     * records linked on descriptors, and those a poll took off until it
-     * has queued their Gs (netpoll.c). Their own line: idle Ms and timer
-     * adders read them. */
+     * poll_until: when that one wakes by itself (0: never).
+     * netpoll_waiters: waiter records linked on descriptors, and those
+     * taken off whose taker has not yet let go (netpoll.c). Their own
+     * line: idle Ms and timer adders read them. */
     GMP_ALIGNED _Atomic int64_t lastpoll;
     _Atomic int64_t poll_until;
     _Atomic uint32_t netpoll_waiters;

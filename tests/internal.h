@@ -63,9 +63,10 @@ static H_UNUSED bool h_no_fd_waiters(void *arg)
 }
 
 /* Every goroutine has returned, no waiter is left on any descriptor, and
- * no G_CHECK failed. The poll that woke the last waiter may still count
- * it for a moment: it lets go once it has queued the Gs it woke (their
- * run may end first), so the count is waited for too. Context: the test
+ * no G_CHECK failed. Whoever took the last waiter off its descriptor
+ * may still count it for a moment (a poll lets go once it has queued
+ * the Gs it woke, whose run may end first), so the count is waited for
+ * too. Context: the test
  * thread, at the end of a test. */
 static H_UNUSED void h_assert_quiet_fds(void)
 {
