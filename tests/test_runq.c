@@ -529,7 +529,9 @@ static void start_line(struct race *r)
 
 /* Owner: bursts of puts (a quarter into runnext, bursts long enough to
  * overflow the ring and spill), then a few gets; sometimes one G from the
- * global queue. Finally drains its own queue. */
+ * global queue. The last G goes on the ring, and the owner waits for a
+ * steal before it drains its own queue: with few Gs (ASan) and a busy
+ * host it could otherwise take them all before a thief ran at all. */
 static void *race_owner(void *arg)
 {
     struct race *r = arg;
@@ -537,11 +539,12 @@ static void *race_owner(void *arg)
     bool inherit;
     struct g *gp;
     start_line(r);
-    for (long i = 0; i < r->n;) {
+    long last = r->n - 1;
+    for (long i = 0; i < last;) {
         /* Mostly short bursts the thieves can keep up with; now and then
          * one long enough to fill the ring and spill. */
         uint32_t burst = (xs(&x) & 15) ? 1 + xs(&x) % 24 : 1 + xs(&x) % 320;
-        for (uint32_t k = 0; k < burst && i < r->n; k++, i++)
+        for (uint32_t k = 0; k < burst && i < last; k++, i++)
             gmp__runqput(r->s, r->owner, &r->gs[i], (xs(&x) & 3) == 0);
         uint32_t gets = xs(&x) % (burst / 2 + 1);
         for (uint32_t k = 0; k < gets && (gp = gmp__runqget(r->owner,
@@ -557,6 +560,9 @@ static void *race_owner(void *arg)
                 take(r, gp);
         }
     }
+    gmp__runqput(r->s, r->owner, &r->gs[last], false);
+    while (atomic_load(&r->nstolen) == 0)
+        sched_yield();
     while ((gp = gmp__runqget(r->owner, &inherit)))
         take(r, gp);
     atomic_store(&r->owner_done, 1);
