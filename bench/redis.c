@@ -134,10 +134,11 @@ static void g_client(void *arg)
     gmp_wg_done(&wg);
 }
 
+/* arg: g_main's wait group for the sleeper alone. */
 static void g_sleeper(void *arg)
 {
-    sleeper(arg);
-    gmp_wg_done(&wg);
+    sleeper(NULL);
+    gmp_wg_done(arg);
 }
 
 static void g_main(void *arg)
@@ -145,7 +146,7 @@ static void g_main(void *arg)
     (void)arg;
     gmp_wg_t sw = GMP_WG_INIT;
     gmp_wg_add(&sw, 1);
-    gmp_go(g_sleeper, NULL);
+    gmp_go(g_sleeper, &sw);
     int64_t t0 = now_ns();
     gmp_wg_add(&wg, NCLIENT);
     for (long k = 0; k < NCLIENT; k++)
@@ -153,7 +154,7 @@ static void g_main(void *arg)
     gmp_wg_wait(&wg);
     g_ns = now_ns() - t0;
     atomic_store(&stop, 1);
-    (void)sw;
+    gmp_wg_wait(&sw);               /* its samples are all in */
 }
 
 static _Atomic int probe_stop;
