@@ -152,10 +152,12 @@ void gmp__netpoll_break(struct schedt *s)
 
 void gmp__netpoll_wake_for(struct schedt *s, int64_t when)
 {
-    /* Seq_cst, both: the adder's heap update (under its lock) and these
-     * loads against the poller's store of poll_until / lastpoll; a poller
-     * that chose its sleep before seeing our timer is either seen here
-     * (and broken) or still ahead of its own re-check. */
+    /* A full barrier, then seq_cst loads: the adder's heap update (under
+     * its lock) against the poller's store of poll_until / lastpoll (and
+     * sysmon's of sysmon_until); a poller that chose its sleep before
+     * seeing our timer is either seen here (and broken) or still ahead
+     * of its own re-check. */
+    gmp__storeload_fence();
     if (atomic_load(&s->lastpoll) == 0) {
         int64_t until = atomic_load(&s->poll_until);
         if (until == 0 || until > when)
@@ -163,9 +165,9 @@ void gmp__netpoll_wake_for(struct schedt *s, int64_t when)
     } else {
         /* Nobody blocks in the poller: an idle M, if one is needed, will
          * see the timer when it looks for work. */
-        gmp__storeload_fence();
         gmp__wakep(s);
     }
+    gmp__sysmon_wake_for(s, when);
 }
 
 bool gmp__netpoll_waiting(struct schedt *s)

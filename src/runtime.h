@@ -401,10 +401,13 @@ struct schedt {
      * POLL_MARK_NS), 0 while one blocks in it (at most one does);
      * poll_until: when that one wakes by itself (0: never).
      * netpoll_waiters: waiter records linked on descriptors, and those
-     * taken off whose taker has not yet let go (netpoll.c). Their own
-     * line: idle Ms and timer adders read them. */
+     * taken off whose taker has not yet let go (netpoll.c).
+     * sysmon_until: when sysmon wakes from its note, while it sleeps
+     * there with every P busy (0: otherwise; sysmon.c, sysmon_sleep).
+     * Their own line: idle Ms and timer adders read them. */
     GMP_ALIGNED _Atomic int64_t lastpoll;
     _Atomic int64_t poll_until;
+    _Atomic int64_t sysmon_until;
     _Atomic uint32_t netpoll_waiters;
     _Atomic uint32_t netpoll_wakesig;    /* a break is pending */
     /* Set by sysmon (seq_cst) while it is the M-less poller (sysmon.c);
@@ -568,6 +571,10 @@ GMP_HIDDEN void gmp__checkdead(struct schedt *s);
 /* ---- sysmon.c ----------------------------------------------------------- */
 GMP_HIDDEN int gmp__sysmon_start(struct schedt *s);
 GMP_HIDDEN void gmp__sysmon_stop(struct schedt *s);
+/* A timer due at when was added (from gmp__netpoll_wake_for, after its
+ * full barrier): wakes sysmon if it sleeps on its note well past it
+ * while every P is busy. Context: any, no locks held. */
+GMP_HIDDEN void gmp__sysmon_wake_for(struct schedt *s, int64_t when);
 
 /* ---- syscall.c ---------------------------------------------------------- */
 /* Sets errno of the thread the caller runs on now (after a switch). */

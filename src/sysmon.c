@@ -280,13 +280,67 @@ static int64_t hurry_all(struct schedt *s, int64_t now, int32_t *owed)
     return next;
 }
 
+/* When to look again, at the latest `until`, for the earliest timer:
+ * when it is due, but not before POLL_TAKE_NS from now (hurry_all then
+ * plans for the P's turn). */
+static int64_t timer_look(struct schedt *s, int64_t now, int64_t until)
+{
+    int64_t tn = gmp__timers_next(s);
+    if (tn == 0 || tn >= until)
+        return until;
+    if (tn < now + POLL_TAKE_NS)
+        tn = now + POLL_TAKE_NS;
+    return tn < until ? tn : until;
+}
+
+/*
+ * Sleeps on the note until `until`. While every P is busy, a timer added
+ * meanwhile and due more than POLL_TAKE_NS before then wakes it
+ * (gmp__sysmon_wake_for), so that it can hurry the timer's P; so sysmon
+ * need not look every POLL_TAKE_NS while the only timers are far off (a
+ * pool's purger; docs/design.md, "Wake-ups while every P is busy"). With
+ * a P idle, the Ms look after the timers themselves.
+ */
+static void note_sleep(struct schedt *s, int64_t now, int64_t until)
+{
+    if (atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0) {
+        gmp__notetsleep(&s->sysmon_note, until - now);
+        return;
+    }
+    /* Seq_cst, then a full barrier before the timers' relaxed loads:
+     * pairs with the adder's heap update, barrier and load of
+     * sysmon_until, so that it sees our sleep or we see its timer. */
+    atomic_store(&s->sysmon_until, until);
+    gmp__storeload_fence();
+    int64_t t = timer_look(s, now, until);
+    if (t != until) {
+        until = t;
+        atomic_store(&s->sysmon_until, until);  /* seq_cst: as above */
+    }
+    bool woken = gmp__notetsleep(&s->sysmon_note, until - now);
+    /* Seq_cst: 0 means an adder took this sleep and wakes the note (or
+     * has): wait for that, so that it cannot end a later sleep. */
+    if (atomic_exchange(&s->sysmon_until, 0) == 0 && !woken)
+        gmp__notesleep(&s->sysmon_note);
+    gmp__noteclear(&s->sysmon_note);
+}
+
+void gmp__sysmon_wake_for(struct schedt *s, int64_t when)
+{
+    /* Seq_cst: see note_sleep. The exchange makes one adder the waker. */
+    int64_t su = atomic_load(&s->sysmon_until);
+    if (su != 0 && su - when > POLL_TAKE_NS &&
+        atomic_exchange(&s->sysmon_until, 0) != 0)
+        gmp__notewakeup(&s->sysmon_note);
+}
+
 /*
  * Sleeps until `until`: in the poller, while every P is busy and no M
  * has polled for POLL_TAKE_NS (or since sysmon's own last poll), else on
- * its note. As the poller it learns at once of a ready fd (it queues
- * the Gs and hurries Ps for them) and of a new timer earlier than
- * `until` (gmp__netpoll_wake_for breaks the poll), and costs no more
- * than the note's sleep. *ownpoll: the lastpoll sysmon itself stored;
+ * its note (note_sleep). As the poller it learns at once of a ready fd
+ * (it queues the Gs and hurries Ps for them) and of a new timer earlier
+ * than `until` (gmp__netpoll_wake_for breaks the poll), and costs no
+ * more than the note's sleep. *ownpoll: the lastpoll sysmon itself stored;
  * *owed: Gs queued for which no P was hurried yet.
  */
 static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
@@ -300,7 +354,7 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
     if (lp == 0 ||
         atomic_load_explicit(&s->npidle, memory_order_relaxed) != 0 ||
         (lp != *ownpoll && now - lp < POLL_TAKE_NS)) {
-        gmp__notetsleep(&s->sysmon_note, delay);
+        note_sleep(s, now, until);
         return;
     }
     /* Seq_cst, the flag before the CAS: an M that idles its P later sees
@@ -309,7 +363,7 @@ static void sysmon_sleep(struct schedt *s, int64_t now, int64_t until,
     atomic_store(&s->sysmonpoll, true);
     if (!atomic_compare_exchange_strong(&s->lastpoll, &lp, 0)) {
         atomic_store(&s->sysmonpoll, false);    /* seq_cst: as above */
-        gmp__notetsleep(&s->sysmon_note, delay);
+        note_sleep(s, now, until);
         return;
     }
     /* Seq_cst: see gmp__netpoll_wake_for. */
@@ -406,14 +460,15 @@ static void *sysmon_loop(struct schedt *s)
                                                   : SYSMON_MAX_NS;
         int64_t now = gmp__nanotime();
         int64_t until = now + delay;
-        /* Every P busy and a G waiting in the poller or on a timer: look
-         * again by POLL_TAKE_NS, to take the poller. Only then: looking
-         * more often for nothing would also shorten the round a syscall
-         * is given before its P is retaken (retake). */
+        /* Every P busy and a G waiting in the poller: look again by
+         * POLL_TAKE_NS, to take the poller; a G waiting on a timer only:
+         * by the timer (timer_look). Only then: looking more often for
+         * nothing would also shorten the round a syscall is given before
+         * its P is retaken (retake). */
         if (atomic_load_explicit(&s->npidle, memory_order_relaxed) == 0 &&
-            delay > POLL_TAKE_NS &&
-            (gmp__netpoll_waiting(s) || gmp__timers_next(s) != 0))
-            until = now + POLL_TAKE_NS;
+            delay > POLL_TAKE_NS)
+            until = gmp__netpoll_waiting(s) ? now + POLL_TAKE_NS
+                                            : timer_look(s, now, until);
         if (next != 0 && next < until)
             until = next;
         sysmon_sleep(s, now, until, &ownpoll, &owed);
