@@ -141,12 +141,15 @@
 
 #define POOL_EXPIRY_DEFAULT_NS 1000000000LL
 /* Goroutines queued on a submitter's P (besides runnext) at which it
- * yields after a hand-off (see Growth): a quarter of the ring. Less keeps
- * fewer workers taking turns, which helps only while the other Ps are
- * near: with 32, bench pool on 2 CPUs took 1% less time with the vCPUs
- * on cores that share a cache but 5% more with them apart, likely as the
- * thieves then take smaller batches across (bench/README.md). */
-#define POOL_BACKLOG (GMP_RUNQ_SIZE / 4)
+ * yields after a hand-off (see Growth): half the ring. A thief takes half
+ * of it, so this sets how long the other Ps keep busy while the submitter
+ * refills its ring; with a quarter, the other P on 2 CPUs ran dry at each
+ * refill, parked and was woken again (bench/README.md, "The pool's
+ * backlog"). Less keeps fewer workers taking turns, which helps only
+ * while the other Ps are near: with 32, bench pool on 2 CPUs took 1% less
+ * time with the vCPUs on cores that share a cache but 5% more with them
+ * apart. */
+#define POOL_BACKLOG (GMP_RUNQ_SIZE / 2)
 
 /* What a waiting submitter finds in its record when it is woken. */
 enum { W_TAKEN = 1, W_SLOT, W_CLOSED };
