@@ -403,7 +403,7 @@ struct schedt {
      * netpoll_waiters: waiter records linked on descriptors, and those
      * taken off whose taker has not yet let go (netpoll.c).
      * sysmon_until: when sysmon wakes from its note, while it sleeps
-     * there with every P busy (0: otherwise; sysmon.c, sysmon_sleep).
+     * there with every P busy (0: otherwise; sysmon.c, note_sleep).
      * Their own line: idle Ms and timer adders read them. */
     GMP_ALIGNED _Atomic int64_t lastpoll;
     _Atomic int64_t poll_until;
